@@ -1,0 +1,96 @@
+"""One home for the project's enums and fixed names (statuses, outcomes, tiers, labels)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+# Bump when grading or the engine changes in a way that can change a verdict: it is part of
+# every evaluation cache key, so a new harness never reuses an old harness's verdicts.
+HARNESS_VERSION = "0.1.0"
+SCHEMA_VERSION = "0.1"
+
+# Every container, network and volume the engine creates carries this label, so leftovers
+# can be found (and removed) by `pbench cleanup` and by the test suite's leak check.
+LABEL = "io.prototypebench.managed"
+LABEL_RUN = "io.prototypebench.run"
+
+
+class Status(StrEnum):
+    """Verdict status of one evaluated instance (ARCHITECTURE.md)."""
+
+    RESOLVED = "resolved"
+    TESTS_FAILED = "tests_failed"
+    PATCH_APPLY_FAILED = "patch_apply_failed"
+    PATCH_TOUCHES_TESTS = "patch_touches_tests"
+    PATCH_INVALID = "patch_invalid"
+    IMAGE_BUILD_FAILED = "image_build_failed"
+    TEST_COLLECTION_FAILED = "test_collection_failed"
+    TIMEOUT = "timeout"
+    INFRA_ERROR = "infra_error"
+
+
+# Statuses that say nothing about the model: retried, then reported in their own column.
+INFRA_STATUSES = frozenset({Status.INFRA_ERROR, Status.IMAGE_BUILD_FAILED, Status.TIMEOUT})
+
+
+class RunStatus(StrEnum):
+    """What happened to one engine run (one side, one attempt), before any grading."""
+
+    COMPLETED = "completed"  # the test command ran to its end (whatever its exit code)
+    PATCH_APPLY_FAILED = "patch_apply_failed"
+    PRESTART_FAILED = "prestart_failed"
+    IMAGE_BUILD_FAILED = "image_build_failed"
+    TIMEOUT = "timeout"
+    INFRA_ERROR = "infra_error"
+
+
+class Outcome(StrEnum):
+    """Per-test outcome, as pytest (or Playwright) reports it."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    SKIPPED = "skipped"
+    XFAILED = "xfailed"
+    XPASSED = "xpassed"
+
+
+# Only these count as "the test passed" for FAIL_TO_PASS / PASS_TO_PASS and for grading.
+# A skipped test never counts: a patch must not be able to turn a required test into a skip.
+PASSING_OUTCOMES = frozenset({Outcome.PASSED})
+
+
+class ExtractionStatus(StrEnum):
+    OK = "ok"
+    NO_FAIL_TO_PASS = "no_fail_to_pass"
+    TEST_ONLY = "test_only"
+    PATCH_APPLY_FAILED = "patch_apply_failed"
+    IMAGE_BUILD_FAILED = "image_build_failed"
+    TEST_COLLECTION_FAILED = "test_collection_failed"
+    TIMEOUT = "timeout"
+    INFRA_ERROR = "infra_error"
+
+
+class StackDomain(StrEnum):
+    BACKEND_ONLY = "backend_only"
+    FRONTEND_ONLY = "frontend_only"
+    FULLSTACK = "fullstack"
+
+
+class Tier(StrEnum):
+    PUBLIC = "public"
+    HELD_OUT = "held_out"
+    INTERNAL_ONLY = "internal_only"
+
+
+class Side(StrEnum):
+    BACKEND = "backend"
+    FRONTEND = "frontend"
+
+
+class ExitCode:
+    """Exit codes of single-instance commands (sister-harness convention)."""
+
+    RESOLVED = 0
+    NOT_RESOLVED = 1
+    HARNESS_ERROR = 2

@@ -1,0 +1,361 @@
+"""The execution engine shared by curation and evaluation: run one side's tests for one task.
+
+"Different inputs, same machine": extraction and scoring both call `run_tests` with a commit and an
+ordered list of patches. Per call: the environment image for the (patched) dependency files, a private
+network without a route out, an ephemeral Postgres where the source needs one, and a test container that
+applies the patches, runs the prestart steps and the tests. Everything is removed afterwards, also on
+failure, timeout and interrupt.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import tarfile
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tasks_lib import docker_client, images, junit, paths
+from tasks_lib.config import Settings
+from tasks_lib.constants import LABEL, LABEL_RUN, Outcome, RunStatus, Side
+from tasks_lib.errors import ImageBuildError, InfraError
+from tasks_lib.sources import SourceRecord
+
+log = logging.getLogger(__name__)
+
+# Pinned so that the same patch gets the same verdict: hash seeds, time zone, locale.
+PINNED_ENV = {"TZ": "UTC", "PYTHONHASHSEED": "0", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": "/root",
+              "CI": "true", "PYTHONDONTWRITEBYTECODE": "1"}
+MAX_OUTPUT_BYTES = 256 * 2**20
+DB_ALIAS = "db"
+
+
+@dataclass(frozen=True)
+class PatchInput:
+    """One patch of the ordered chain. `restore` lists test paths to put back to base after applying it."""
+
+    name: str
+    diff: str
+    restore: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    source: SourceRecord
+    repo: Path  # the source's cached bare clone (gitops.repo_dir)
+    commit: str
+    log_dir: Path
+    patches: tuple[PatchInput, ...] = ()
+    selection: tuple[str, ...] = ()
+    side: Side = Side.BACKEND
+    timeout_s: int | None = None
+    continue_on_collection_errors: bool = True
+    label: str = ""
+
+
+@dataclass
+class RunResult:
+    status: RunStatus
+    tests: dict[str, Outcome] = field(default_factory=dict)
+    suite_ran: bool = False
+    collection_errors: list[str] = field(default_factory=list)
+    exit_code: int | None = None
+    exit_code_mismatch: bool = False
+    timings: dict[str, float] = field(default_factory=dict)
+    log_dir: str = ""
+    image: str = ""
+    image_id: str = ""
+    image_built: bool = False
+    lock_sha: str = ""
+    patch_methods: dict[str, str | None] = field(default_factory=dict)
+    restored: list[str] = field(default_factory=list)
+    messages: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["status"] = str(self.status)
+        d["tests"] = {k: str(v) for k, v in self.tests.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RunResult:
+        d = dict(d)
+        d["status"] = RunStatus(d["status"])
+        d["tests"] = {k: Outcome(v) for k, v in d["tests"].items()}
+        return cls(**d)
+
+
+def _tar(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            info.mtime = 0
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _extract_out(container, dest: Path) -> None:
+    """Copy /pbench/out to the host. The container ran untrusted code: only regular files, bounded size."""
+    stream, _ = container.get_archive("/pbench/out")
+    buf = io.BytesIO()
+    for chunk in stream:
+        buf.write(chunk)
+        if buf.tell() > MAX_OUTPUT_BYTES:
+            raise InfraError(f"test output exceeds {MAX_OUTPUT_BYTES} bytes", log_path=dest)
+    buf.seek(0)
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=buf) as tar:
+        members = [m for m in tar.getmembers() if m.isfile() and m.name.startswith("out/")]
+        for m in members:
+            m.name = m.name[len("out/"):]
+        tar.extractall(dest, members=members, filter="data")
+
+
+class _Stack:
+    """Containers, network and volume of one run; `close()` removes all of them, whatever happened."""
+
+    def __init__(self, client, run_id: str):
+        self.client = client
+        self.run_id = run_id
+        self.labels = {LABEL: "1", LABEL_RUN: run_id}
+        self.containers: list = []
+        self.network = None
+        self.volumes: list = []
+
+    def close(self) -> None:
+        for c in reversed(self.containers):
+            try:
+                c.remove(force=True, v=True)
+            except Exception as exc:  # keep removing the rest; report what stays
+                log.warning("could not remove container %s: %s", c.name, exc)
+        for v in self.volumes:
+            try:
+                v.remove(force=True)
+            except Exception as exc:
+                log.warning("could not remove volume %s: %s", v.name, exc)
+        if self.network is not None:
+            try:
+                self.network.remove()
+            except Exception as exc:
+                log.warning("could not remove network %s: %s", self.network.name, exc)
+
+
+def _wait_for_postgres(container, service, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        container.reload()
+        if container.status not in ("created", "running"):
+            raise InfraError(f"postgres exited during start-up: {container.logs(tail=20).decode(errors='replace')}")
+        code, _ = container.exec_run(["sh", "-c", f"pg_isready -q -h 127.0.0.1 -U {service.user} -d {service.db}"])
+        if code == 0:
+            return
+        time.sleep(0.5)
+    raise TimeoutError("postgres did not become ready")
+
+
+def _start_services(stack: _Stack, source: SourceRecord, settings: Settings, deadline: float) -> dict[str, str]:
+    env: dict[str, str] = {}
+    services = source.backend.services
+    if not services:
+        return env
+    pg_image = images.bootstrap(settings)["postgres"].tag
+    for i, service in enumerate(services):
+        volume = stack.client.volumes.create(name=f"pbench-{stack.run_id}-pg{i}", labels=stack.labels)
+        stack.volumes.append(volume)
+        container = stack.client.containers.create(
+            pg_image,
+            name=f"pbench-{stack.run_id}-db{i}",
+            environment={"PG_USER": service.user, "PG_PASSWORD": service.password, "PG_DB": service.db},
+            volumes={volume.name: {"bind": "/var/lib/pbench-pg", "mode": "rw"}},
+            labels=stack.labels,
+            network=stack.network.name,
+            mem_limit="1g",
+            pids_limit=512,
+        )
+        stack.containers.append(container)
+        # Alias the first service as "db" on the private network: the tests reach it there and nowhere else.
+        stack.network.disconnect(container)
+        stack.network.connect(container, aliases=[DB_ALIAS if i == 0 else f"{DB_ALIAS}{i}"])
+        container.start()
+        _wait_for_postgres(container, service, deadline)
+        env.update(service.render_env(DB_ALIAS if i == 0 else f"{DB_ALIAS}{i}", 5432))
+    return env
+
+
+def _job(request: RunRequest) -> tuple[dict, dict[str, bytes]]:
+    spec = request.source.backend
+    files: dict[str, bytes] = {
+        "pbench_runner.py": (paths.containers_dir() / "runner" / "pbench_runner.py").read_bytes()
+    }
+    patches = []
+    for i, p in enumerate(request.patches):
+        name = f"patches/{i:02d}-{p.name}.diff"
+        files[name] = p.diff.encode("utf-8", errors="surrogateescape")
+        patches.append({"name": p.name, "file": name, "restore": list(p.restore)})
+    job = {
+        "repo_dir": "/work/repo",
+        "workdir": spec.dir,
+        "patches": patches,
+        "prestart": list(spec.prestart),
+        "test": {
+            "runner": spec.runner,
+            "command": spec.test_command,
+            "selection": list(request.selection),
+            "continue_on_collection_errors": request.continue_on_collection_errors,
+        },
+    }
+    files["job.json"] = json.dumps(job, indent=2).encode()
+    return job, files
+
+
+def _read_results(result: RunResult, out: Path, runner_exit: int) -> None:
+    res_path = out / "result.json"
+    if not res_path.exists():
+        result.status = RunStatus.INFRA_ERROR
+        result.error = f"the runner wrote no result.json (runner exit {runner_exit}); see container.log"
+        return
+    res = json.loads(res_path.read_text())
+    result.patch_methods = {p["name"]: p["method"] for p in res.get("patches", [])}
+    result.restored = res.get("restored", [])
+    result.timings.update({k: float(v) for k, v in res.get("timings", {}).items()})
+    result.status = RunStatus(res["status"])
+    if result.status != RunStatus.COMPLETED:
+        return
+    result.exit_code = res["test"]["exit_code"]
+    junit_path = out / "junit.xml"
+    if not junit_path.exists():
+        result.error = f"no JUnit XML written (test exit {result.exit_code})"
+        return
+    try:
+        report = junit.parse_junit_file(junit_path)
+    except ValueError as exc:
+        result.error = f"unreadable JUnit XML: {exc}"
+        return
+    log_text = (out / "test.log").read_text(errors="replace") if (out / "test.log").exists() else ""
+    report = junit.merge_outcomes(report, junit.summary_outcomes(log_text))
+    result.tests = dict(report.tests)
+    result.collection_errors = list(report.collection_errors)
+    result.messages = dict(report.messages)
+    # Evidence the suite ran: a JUnit report with tests in it, and pytest's own "tests ran" exit codes.
+    result.suite_ran = bool(result.tests) and result.exit_code in (0, 1)
+    bad = any(o in (Outcome.FAILED, Outcome.ERROR) for o in result.tests.values()) or result.collection_errors
+    result.exit_code_mismatch = (result.exit_code == 0 and bool(bad)) or (result.exit_code == 1 and not bad)
+
+
+def run_tests(request: RunRequest, settings: Settings | None = None) -> RunResult:
+    """Run one side's tests for one task. Never raises for a task-level problem: the status says it."""
+    settings = settings or Settings.from_env()
+    start = time.monotonic()
+    timeout = request.timeout_s or request.source.backend.timeout_s
+    deadline = start + timeout
+    log_dir = Path(request.log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    result = RunResult(status=RunStatus.INFRA_ERROR, log_dir=str(log_dir))
+
+    try:
+        deps = images.dependency_contents(request.source, request.repo, request.commit,
+                                          [p.diff for p in request.patches])
+        spec = images.backend_env_spec(request.source, deps)
+        image = images.ensure_env_image(spec, settings)
+    except ImageBuildError as exc:
+        result.status = RunStatus.IMAGE_BUILD_FAILED
+        result.error = str(exc)
+        return _finish(result, log_dir, start)
+    result.image, result.image_id, result.image_built = image.tag, image.id, image.built
+    result.lock_sha = spec.lock_sha
+    result.timings["image_s"] = round(time.monotonic() - start, 3)
+
+    from tasks_lib import gitops
+
+    client = docker_client.get()
+    stack = _Stack(client, uuid.uuid4().hex[:12])
+    try:
+        stack.network = client.networks.create(f"pbench-{stack.run_id}", driver="bridge", internal=True,
+                                               labels=stack.labels)
+        t0 = time.monotonic()
+        service_env = _start_services(stack, request.source, settings, deadline)
+        result.timings["services_s"] = round(time.monotonic() - t0, 3)
+
+        _, job_files = _job(request)
+        env = {**request.source.backend.env, **service_env, **PINNED_ENV}
+        container = client.containers.create(
+            image.tag,
+            command=["/usr/bin/python3", "/pbench/in/pbench_runner.py"],
+            name=f"pbench-{stack.run_id}-tests",
+            environment=env,
+            labels=stack.labels,
+            network=stack.network.name,
+            working_dir="/work/repo",
+            mem_limit=settings.mem_limit,
+            memswap_limit=settings.mem_limit,
+            pids_limit=settings.pids_limit,
+            nano_cpus=int(settings.cpus * 1e9),
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            init=True,
+        )
+        stack.containers.append(container)
+        t0 = time.monotonic()
+        container.put_archive("/work/repo", gitops.archive(request.repo, request.commit))
+        container.put_archive("/pbench/in", _tar(job_files))
+        result.timings["copy_s"] = round(time.monotonic() - t0, 3)
+
+        t0 = time.monotonic()
+        container.start()
+        remaining = max(1.0, deadline - time.monotonic())
+        try:
+            runner_exit = container.wait(timeout=remaining)["StatusCode"]
+        except Exception as exc:  # requests' ReadTimeout / ConnectionError: the wall clock ran out
+            if time.monotonic() < deadline - 1:
+                raise
+            log.info("run %s timed out after %ss (%s)", request.label, timeout, type(exc).__name__)
+            container.kill()
+            result.status = RunStatus.TIMEOUT
+            result.error = f"wall-clock timeout of {timeout}s"
+            runner_exit = None
+        result.timings["container_s"] = round(time.monotonic() - t0, 3)
+        (log_dir / "container.log").write_bytes(container.logs())
+        for c in stack.containers[:-1]:
+            (log_dir / f"{c.name.rsplit('-', 1)[-1]}.log").write_bytes(c.logs(tail=200))
+        _extract_out(container, log_dir)
+        if runner_exit is not None:
+            _read_results(result, log_dir, runner_exit)
+    except TimeoutError as exc:
+        result.status = RunStatus.TIMEOUT
+        result.error = str(exc)
+    except Exception as exc:  # a Docker failure is infrastructure, never the patch's fault
+        result.status = RunStatus.INFRA_ERROR
+        result.error = f"{type(exc).__name__}: {exc}"
+        log.warning("run %s: infrastructure error: %s", request.label, result.error)
+    finally:
+        stack.close()
+    return _finish(result, log_dir, start)
+
+
+def _finish(result: RunResult, log_dir: Path, start: float) -> RunResult:
+    result.timings["total_s"] = round(time.monotonic() - start, 3)
+    (log_dir / "run.json").write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True))
+    return result
+
+
+def cleanup_leftovers() -> dict[str, int]:
+    """Remove every container, network and volume carrying the project's label (after a crash)."""
+    client = docker_client.get()
+    flt = {"label": LABEL}
+    counts = {"containers": 0, "networks": 0, "volumes": 0}
+    for c in client.containers.list(all=True, filters=flt):
+        c.remove(force=True, v=True)
+        counts["containers"] += 1
+    for n in client.networks.list(filters=flt):
+        n.remove()
+        counts["networks"] += 1
+    for v in client.volumes.list(filters=flt):
+        v.remove(force=True)
+        counts["volumes"] += 1
+    return counts

@@ -1,0 +1,281 @@
+"""Images: the bootstrapped base, the Postgres service, and environment images keyed by lock hash.
+
+Every image tag is derived from a content key (the Dockerfile text, the CA bundle, the parent image id,
+the dependency files), so the same inputs always name the same tag and a second build is a lookup.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from tasks_lib import docker_client, gitops, paths
+from tasks_lib.config import Settings
+from tasks_lib.errors import ImageBuildError, InfraError, InputError
+from tasks_lib.sources import BackendSpec, SourceRecord
+
+log = logging.getLogger(__name__)
+
+ROOTFS_REPO = "pbench/rootfs"
+BASE_REPO = "pbench/base"
+POSTGRES_REPO = "pbench/postgres"
+ENV_REPO_PREFIX = "pbench/env"
+KEY_LABEL = "io.prototypebench.key"
+
+INSTALL_COMMANDS = {
+    # uv with the image's system Python (no Python downloads here); dependencies only, the project
+    # itself is importable from the checkout at test time.
+    "uv": (
+        "python3 -m venv /opt/uv && /opt/uv/bin/pip install --no-cache-dir uv && "
+        "cd /deps && /opt/uv/bin/uv sync --frozen --no-install-project --all-extras --all-packages"
+        " --no-install-workspace"
+    ),
+    "pip": (
+        "python3 -m venv /opt/venv && cd /deps/{backend_dir} && "
+        "if [ -f requirements.txt ]; then /opt/venv/bin/pip install --no-cache-dir -r requirements.txt; "
+        "else /opt/venv/bin/pip install --no-cache-dir .; fi"
+    ),
+}
+
+
+def sha256_bytes(*chunks: bytes) -> str:
+    h = hashlib.sha256()
+    for chunk in chunks:
+        h.update(len(chunk).to_bytes(8, "big"))
+        h.update(chunk)
+    return h.hexdigest()
+
+
+def lock_sha(contents: Mapping[str, bytes | None]) -> str:
+    """`sha256:<hex>` of the lock files, as the instance `environment` records it (one file: its hash)."""
+    present = {k: v for k, v in contents.items() if v is not None}
+    if len(present) == 1:
+        return "sha256:" + hashlib.sha256(next(iter(present.values()))).hexdigest()
+    return "sha256:" + sha256_bytes(*(k.encode() + b"\0" + v for k, v in sorted(present.items())))
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    tag: str
+    id: str
+    key: str
+    built: bool  # False when the image already existed (a cache hit)
+    log_path: str | None = None
+    seconds: float = 0.0
+
+
+def _find(client, tag: str) -> str | None:
+    from docker.errors import ImageNotFound
+
+    try:
+        return client.images.get(tag).id
+    except ImageNotFound:
+        return None
+
+
+def _ca_bytes(settings: Settings) -> bytes:
+    if settings.extra_ca_bundle is None:
+        return b""
+    try:
+        return settings.extra_ca_bundle.read_bytes()
+    except OSError as exc:
+        raise InputError(f"PBENCH_EXTRA_CA_BUNDLE: cannot read {settings.extra_ca_bundle}: {exc}") from None
+
+
+def _build(client, context: Path, tag: str, key: str, buildargs: dict[str, str], log_path: Path) -> str:
+    """Legacy-builder build with the log kept on disk; raises ImageBuildError naming the log."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    image_id = None
+    error = None
+    with open(log_path, "w") as fh:
+        fh.write(f"# build {tag} key={key} at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
+        try:
+            stream = client.api.build(path=str(context), tag=tag, buildargs=buildargs, rm=True, forcerm=True,
+                                      decode=True, labels={KEY_LABEL: key}, pull=False)
+            for chunk in stream:
+                if "stream" in chunk:
+                    fh.write(chunk["stream"])
+                if "error" in chunk:
+                    error = chunk["error"]
+                    fh.write(f"ERROR: {error}\n")
+                aux = chunk.get("aux") or {}
+                if "ID" in aux:
+                    image_id = aux["ID"]
+        except Exception as exc:  # the daemon died or refused: still a build failure with a log
+            error = f"{type(exc).__name__}: {exc}"
+            fh.write(f"ERROR: {error}\n")
+    if error or not image_id:
+        raise ImageBuildError(f"building {tag} failed: {error or 'no image id'}", log_path=log_path)
+    return image_id
+
+
+def _build_keyed(client, repo: str, key: str, context_files: Mapping[str, bytes], buildargs: dict[str, str],
+                 log_name: str) -> ImageRef:
+    tag = f"{repo}:{key[:16]}"
+    existing = _find(client, tag)
+    if existing:
+        return ImageRef(tag, existing, key, built=False)
+    with gitops.file_lock(tag.replace("/", "_").replace(":", "_")):
+        existing = _find(client, tag)  # another process may have built it while we waited
+        if existing:
+            return ImageRef(tag, existing, key, built=False)
+        log_path = paths.cache_dir() / "build-logs" / f"{log_name}-{key[:16]}.log"
+        start = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="pbench-ctx-") as tmp:
+            ctx = Path(tmp)
+            for rel, data in context_files.items():
+                (ctx / rel).parent.mkdir(parents=True, exist_ok=True)
+                (ctx / rel).write_bytes(data)
+            image_id = _build(client, ctx, tag, key, buildargs, log_path)
+        return ImageRef(tag, image_id, key, built=True, log_path=str(log_path), seconds=time.monotonic() - start)
+
+
+# ----------------------------------------------------------------------------- base image
+
+
+def _rootfs(client, settings: Settings, say) -> str:
+    """The root filesystem image: pulled from a registry if possible, else debootstrapped here."""
+    tag = f"{ROOTFS_REPO}:{settings.debian_suite}"
+    existing = _find(client, tag)
+    if existing:
+        return tag
+    with gitops.file_lock("rootfs"):
+        if _find(client, tag):
+            return tag
+        if settings.registry_base_image:
+            try:
+                say(f"pulling {settings.registry_base_image}")
+                image = client.images.pull(settings.registry_base_image)
+                image.tag(ROOTFS_REPO, settings.debian_suite)
+                return tag
+            except Exception as exc:  # no registry here is the normal case: fall through
+                say(f"pull of {settings.registry_base_image} failed ({type(exc).__name__}); bootstrapping locally")
+        _debootstrap_import(client, settings, tag, say)
+        return tag
+
+
+def _debootstrap_import(client, settings: Settings, tag: str, say) -> None:
+    if shutil.which("debootstrap") is None:
+        raise InfraError("no registry image could be pulled and debootstrap is not installed "
+                         "(apt-get install debootstrap)")
+    log_path = paths.cache_dir() / "build-logs" / f"rootfs-{settings.debian_suite}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="pbench-rootfs-", dir=paths.cache_dir()) as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        say(f"debootstrap --variant=minbase {settings.debian_suite} (about a minute)")
+        with open(log_path, "w") as fh:
+            proc = subprocess.run(
+                ["debootstrap", "--variant=minbase", settings.debian_suite, str(rootfs), settings.debian_mirror],
+                stdout=fh, stderr=subprocess.STDOUT, timeout=1800,
+            )
+        if proc.returncode != 0:
+            raise ImageBuildError(f"debootstrap failed with exit {proc.returncode}", log_path=log_path)
+        tarball = Path(tmp) / "rootfs.tar"
+        subprocess.run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], check=True)
+        say(f"docker import -> {tag}")
+        repo, _, version = tag.partition(":")
+        client.api.import_image(src=str(tarball), repository=repo, tag=version)
+
+
+def _base_context(settings: Settings) -> dict[str, bytes]:
+    return {
+        "Dockerfile": (paths.containers_dir() / "base" / "Dockerfile").read_bytes(),
+        "extra-ca.crt": _ca_bytes(settings),
+    }
+
+
+def bootstrap(settings: Settings | None = None, say=log.info) -> dict[str, ImageRef]:
+    """Base and Postgres images; idempotent (a second call finds both tags and builds nothing)."""
+    settings = settings or Settings.from_env()
+    client = docker_client.get()
+    rootfs_tag = _rootfs(client, settings, say)
+    rootfs_id = client.images.get(rootfs_tag).id
+    ctx = _base_context(settings)
+    key = sha256_bytes(rootfs_id.encode(), *(k.encode() + v for k, v in sorted(ctx.items())))
+    base = _build_keyed(client, BASE_REPO, key, ctx, {"ROOTFS": rootfs_tag}, "base")
+    pg_ctx = {
+        "Dockerfile": (paths.containers_dir() / "postgres" / "Dockerfile").read_bytes(),
+        "pg-entrypoint.sh": (paths.containers_dir() / "postgres" / "pg-entrypoint.sh").read_bytes(),
+    }
+    pg_key = sha256_bytes(base.id.encode(), *(k.encode() + v for k, v in sorted(pg_ctx.items())))
+    postgres = _build_keyed(client, POSTGRES_REPO, pg_key, pg_ctx, {"BASE": base.tag}, "postgres")
+    return {"base": base, "postgres": postgres}
+
+
+# ----------------------------------------------------------------------------- environment images
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What an environment image is made of. Its key names the tag: same lock, same image."""
+
+    source: str
+    side: str
+    install: str
+    dependency_files: tuple[tuple[str, bytes | None], ...]
+
+    @property
+    def lock_sha(self) -> str:
+        return lock_sha(dict(self.dependency_files))
+
+    def key(self, base_id: str) -> str:
+        parts = [self.source.encode(), self.side.encode(), self.install.encode(), base_id.encode()]
+        parts += [rel.encode() + b"\0" + (data if data is not None else b"<absent>")
+                  for rel, data in self.dependency_files]
+        parts.append((paths.containers_dir() / "backend" / "Dockerfile").read_bytes())
+        return sha256_bytes(*parts)
+
+
+def backend_env_spec(source: SourceRecord, contents: Mapping[str, bytes | None]) -> EnvSpec:
+    spec: BackendSpec = source.backend
+    install = spec.install_command or INSTALL_COMMANDS[spec.installer].format(backend_dir=spec.dir)
+    missing = [p for p in spec.lock_files if contents.get(p) is None]
+    if len(missing) == len(spec.lock_files):
+        raise ImageBuildError(f"source {source.name}: none of the lock files {list(spec.lock_files)} exist "
+                              "at this commit")
+    files = tuple((rel, contents.get(rel)) for rel in spec.dependency_files)
+    return EnvSpec(source.name, "backend", install, files)
+
+
+def dependency_contents(source: SourceRecord, repo: Path, commit: str, patches: list[str] = ()) -> dict:
+    """Dependency files at `commit`, after the given patches (a PR that adds a package changes the lock)."""
+    contents = {rel: gitops.read_file(repo, commit, rel) for rel in source.backend.dependency_files}
+    return gitops.patched_files(contents, list(patches)) if patches else contents
+
+
+def ensure_env_image(spec: EnvSpec, settings: Settings | None = None) -> ImageRef:
+    settings = settings or Settings.from_env()
+    client = docker_client.get()
+    base = bootstrap(settings)["base"]
+    key = spec.key(base.id)
+    files: dict[str, bytes] = {
+        "Dockerfile": (paths.containers_dir() / "backend" / "Dockerfile").read_bytes(),
+        "install.sh": spec.install.encode() + b"\n",
+    }
+    for rel, data in spec.dependency_files:
+        if data is not None:
+            files[f"deps/{rel}"] = data
+    files.setdefault("deps/.keep", b"")
+    buildargs = {"BASE": base.tag}
+    if settings.pip_index_url:
+        buildargs["PIP_INDEX_URL"] = settings.pip_index_url
+    ref = _build_keyed(client, f"{ENV_REPO_PREFIX}-{spec.source}-{spec.side}", key, files, buildargs,
+                       f"env-{spec.source}-{spec.side}")
+    return ref
+
+
+def list_images() -> list[dict]:
+    client = docker_client.get()
+    out = []
+    for image in client.images.list(filters={"label": KEY_LABEL}):
+        out.append({"tags": image.tags, "id": image.id, "key": image.labels.get(KEY_LABEL),
+                    "size_mb": round(image.attrs.get("Size", 0) / 2**20, 1)})
+    return sorted(out, key=lambda r: json.dumps(r["tags"]))

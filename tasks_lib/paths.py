@@ -1,0 +1,34 @@
+"""Where the project keeps things. Resolved at call time (never at import) from PBENCH_HOME."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def data_dir() -> Path:
+    """Committed inputs and gitignored outputs live here (ARCHITECTURE.md layout)."""
+    return Path(os.environ.get("PBENCH_DATA_DIR", PROJECT_ROOT / "data"))
+
+
+def cache_dir() -> Path:
+    """Clones, generated demo repositories, build contexts and build logs."""
+    return Path(os.environ.get("PBENCH_CACHE_DIR", data_dir() / "cache"))
+
+
+def sources_dir() -> Path:
+    return data_dir() / "sources"
+
+
+def seasons_dir() -> Path:
+    return data_dir() / "seasons"
+
+
+def runs_dir() -> Path:
+    return data_dir() / "runs"
+
+
+def containers_dir() -> Path:
+    return PROJECT_ROOT / "containers"

@@ -1,0 +1,408 @@
+"""Source records: everything the pipeline knows about one repository, loaded from `data/sources/*.toml`.
+
+Per-source behaviour (dirs, locks, install and test commands, prestart steps, services, test-file
+patterns, eras) is data, not code branches. A record refuses bad values at construction and names
+the file and the field that is wrong.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import tomllib
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from tasks_lib import globs, paths
+from tasks_lib.constants import Side, StackDomain
+from tasks_lib.errors import SourceError
+
+INSTALLERS = ("pip", "uv")
+FRONTEND_PACKAGE_MANAGERS = ("npm", "bun")
+SERVICE_KINDS = ("postgres",)
+TEST_RUNNERS = ("pytest", "playwright")
+_REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+_SERVICE_VARS = ("host", "port", "user", "password", "db")
+
+
+class _Fields:
+    """Reads one TOML table and turns every problem into a SourceError naming file and field."""
+
+    def __init__(self, path: Path, table: dict[str, Any], prefix: str = ""):
+        self.path, self.table, self.prefix = path, table, prefix
+        if not isinstance(table, dict):
+            raise SourceError(path, prefix.rstrip(".") or "<root>", "must be a table")
+
+    def _name(self, key: str) -> str:
+        return f"{self.prefix}{key}"
+
+    def fail(self, key: str, problem: str) -> SourceError:
+        return SourceError(self.path, self._name(key), problem)
+
+    def str(self, key: str, default: str | None = None, *, required: bool = False, choices=None) -> str:
+        if key not in self.table:
+            if required:
+                raise self.fail(key, "is missing")
+            return default  # type: ignore[return-value]
+        value = self.table[key]
+        if not isinstance(value, str):
+            raise self.fail(key, f"must be a string, got {type(value).__name__}")
+        if required and not value.strip():
+            raise self.fail(key, "must not be empty")
+        if choices and value not in choices:
+            raise self.fail(key, f"must be one of {', '.join(choices)}; got {value!r}")
+        return value
+
+    def str_list(self, key: str, default: list[str] | None = None, *, required: bool = False) -> list[str]:
+        if key not in self.table:
+            if required:
+                raise self.fail(key, "is missing")
+            return list(default or [])
+        value = self.table[key]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail(key, "must be a list of strings")
+        if required and not value:
+            raise self.fail(key, "must not be empty")
+        return list(value)
+
+    def int(self, key: str, default: int) -> int:
+        value = self.table.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise self.fail(key, f"must be a positive integer, got {value!r}")
+        return value
+
+    def str_map(self, key: str) -> dict[str, str]:
+        value = self.table.get(key, {})
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise self.fail(key, "must be a table of strings")
+        return dict(value)
+
+    def sub(self, key: str, *, required: bool = False) -> _Fields | None:
+        if key not in self.table:
+            if required:
+                raise self.fail(key, "is missing")
+            return None
+        return _Fields(self.path, self.table[key], self._name(key) + ".")
+
+    def date(self, key: str) -> date | None:
+        value = self.table.get(key)
+        if value is None or value == "":
+            return None
+        if isinstance(value, datetime):
+            return value.date()
+        if isinstance(value, date):
+            return value
+        if isinstance(value, str):
+            try:
+                return date.fromisoformat(value)
+            except ValueError:
+                pass
+        raise self.fail(key, f"must be a date (YYYY-MM-DD), got {value!r}")
+
+
+def _rel_path(f: _Fields, key: str, value: str) -> str:
+    if value.startswith("/") or ".." in value.split("/"):
+        raise f.fail(key, f"must be a relative path inside the repository, got {value!r}")
+    return value.strip("/")
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    """A service container the tests need, and how its address reaches the tests' environment."""
+
+    kind: str
+    env: dict[str, str]
+    user: str = "postgres"
+    password: str = "pbench"
+    db: str = "app"
+
+    def render_env(self, host: str, port: int) -> dict[str, str]:
+        values = {"host": host, "port": str(port), "user": self.user, "password": self.password, "db": self.db}
+        return {k: v.format(**values) for k, v in self.env.items()}
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    dir: str
+    python_version: str
+    installer: str
+    lock_files: tuple[str, ...]
+    manifest_files: tuple[str, ...]
+    test_command: str
+    test_dirs: tuple[str, ...]
+    prestart: tuple[str, ...]
+    env: dict[str, str]
+    services: tuple[ServiceSpec, ...]
+    runner: str = "pytest"
+    install_command: str | None = None
+    timeout_s: int = 900
+
+    @property
+    def dependency_files(self) -> tuple[str, ...]:
+        """Files whose change means a different environment image."""
+        return tuple(dict.fromkeys(self.lock_files + self.manifest_files))
+
+
+@dataclass(frozen=True)
+class FrontendSpec:
+    dir: str
+    node_version: str
+    package_manager: str
+    lock_files: tuple[str, ...]
+    manifest_files: tuple[str, ...]
+    test_command: str
+    serve_command: str
+    serve_port: int
+    runner: str = "playwright"
+    timeout_s: int = 900
+
+    @property
+    def dependency_files(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(self.lock_files + self.manifest_files))
+
+
+@dataclass(frozen=True)
+class Era:
+    """A span of merge dates with its own commands (e.g. poetry before uv). Overrides are raw tables."""
+
+    name: str
+    since: date | None
+    until: date | None
+    overrides: dict[str, Any]
+
+    def contains(self, when: date) -> bool:
+        return (self.since is None or when >= self.since) and (self.until is None or when < self.until)
+
+
+@dataclass(frozen=True)
+class CloneSpec:
+    url: str | None = None
+    mirror: str | None = None
+    generator: str | None = None
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    name: str
+    repo: str
+    path: Path
+    clone: CloneSpec
+    default_branch: str
+    backend: BackendSpec
+    frontend: FrontendSpec | None
+    test_file_patterns: tuple[str, ...]
+    test_infra_patterns: tuple[str, ...]
+    eras: tuple[Era, ...]
+    era: str | None
+    filter_rules: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def owner_name(self) -> tuple[str, str]:
+        owner, name = self.repo.split("/", 1)
+        return owner, name
+
+    def is_test_file(self, path: str) -> bool:
+        """Test files and test infrastructure: never part of `patch`, always restored before grading."""
+        return globs.match_any(path, self.test_file_patterns) or self.is_test_infra(path)
+
+    def is_test_infra(self, path: str) -> bool:
+        return globs.match_any(path, self.test_infra_patterns)
+
+    def side_of(self, path: str) -> Side | None:
+        """Which side of the stack a repository path belongs to, by the source's dirs."""
+        if path.startswith(self.backend.dir.rstrip("/") + "/"):
+            return Side.BACKEND
+        if self.frontend and path.startswith(self.frontend.dir.rstrip("/") + "/"):
+            return Side.FRONTEND
+        return None
+
+    def stack_domain(self, changed_paths: list[str]) -> StackDomain | None:
+        sides = {self.side_of(p) for p in changed_paths} - {None}
+        if sides == {Side.BACKEND}:
+            return StackDomain.BACKEND_ONLY
+        if sides == {Side.FRONTEND}:
+            return StackDomain.FRONTEND_ONLY
+        if sides == {Side.BACKEND, Side.FRONTEND}:
+            return StackDomain.FULLSTACK
+        return None
+
+    def era_for(self, when: date | datetime | str | None) -> str | None:
+        """Name of the era a merge date falls in, or None when the source does not support that date."""
+        if not self.eras:
+            return "default"
+        if when is None:
+            return None
+        if isinstance(when, str):
+            when = datetime.fromisoformat(when.replace("Z", "+00:00"))
+        if isinstance(when, datetime):
+            when = when.date()
+        for era in self.eras:
+            if era.contains(when):
+                return era.name
+        return None
+
+    def for_era(self, era_name: str | None) -> SourceRecord:
+        """The record with one era's overrides applied (backend/frontend tables, patterns)."""
+        if era_name in (None, "default") or not self.eras:
+            return self
+        for era in self.eras:
+            if era.name == era_name:
+                merged = _deep_merge(copy.deepcopy(self.raw), era.overrides)
+                merged.pop("eras", None)
+                record = parse_source(merged, self.path)
+                return _replace_era(record, self.eras, era.name, self.raw)
+        raise SourceError(self.path, "eras", f"no era named {era_name!r}")
+
+
+def _replace_era(record: SourceRecord, eras, name, raw) -> SourceRecord:
+    from dataclasses import replace
+
+    return replace(record, eras=eras, era=name, raw=raw)
+
+
+def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _deep_merge(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
+def _parse_services(f: _Fields) -> tuple[ServiceSpec, ...]:
+    raw = f.table.get("services", [])
+    if not isinstance(raw, list):
+        raise f.fail("services", "must be an array of tables ([[backend.services]])")
+    out = []
+    for i, item in enumerate(raw):
+        sf = _Fields(f.path, item, f"{f.prefix}services[{i}].")
+        env = sf.str_map("env")
+        for var, template in env.items():
+            for name in re.findall(r"{(\w+)}", template):
+                if name not in _SERVICE_VARS:
+                    raise sf.fail(f"env.{var}", f"unknown placeholder {{{name}}}; use {', '.join(_SERVICE_VARS)}")
+        out.append(
+            ServiceSpec(
+                kind=sf.str("kind", required=True, choices=SERVICE_KINDS),
+                env=env,
+                user=sf.str("user", "postgres"),
+                password=sf.str("password", "pbench"),
+                db=sf.str("db", "app"),
+            )
+        )
+    return tuple(out)
+
+
+def _parse_backend(f: _Fields) -> BackendSpec:
+    installer = f.str("installer", required=True, choices=INSTALLERS)
+    lock_files = tuple(_rel_path(f, "lock_files", p) for p in f.str_list("lock_files", required=True))
+    return BackendSpec(
+        dir=_rel_path(f, "dir", f.str("dir", required=True)),
+        python_version=f.str("python_version", required=True),
+        installer=installer,
+        lock_files=lock_files,
+        manifest_files=tuple(_rel_path(f, "manifest_files", p) for p in f.str_list("manifest_files")),
+        test_command=f.str("test_command", "python -m pytest"),
+        test_dirs=tuple(f.str_list("test_dirs", ["tests"])),
+        prestart=tuple(f.str_list("prestart")),
+        env=f.str_map("env"),
+        services=_parse_services(f),
+        runner=f.str("runner", "pytest", choices=TEST_RUNNERS),
+        install_command=f.str("install_command"),
+        timeout_s=f.int("timeout_s", 900),
+    )
+
+
+def _parse_frontend(f: _Fields) -> FrontendSpec:
+    return FrontendSpec(
+        dir=_rel_path(f, "dir", f.str("dir", required=True)),
+        node_version=f.str("node_version", required=True),
+        package_manager=f.str("package_manager", required=True, choices=FRONTEND_PACKAGE_MANAGERS),
+        lock_files=tuple(_rel_path(f, "lock_files", p) for p in f.str_list("lock_files", required=True)),
+        manifest_files=tuple(_rel_path(f, "manifest_files", p) for p in f.str_list("manifest_files")),
+        test_command=f.str("test_command", "npx playwright test"),
+        serve_command=f.str("serve_command", required=True),
+        serve_port=f.int("serve_port", 5173),
+        runner=f.str("runner", "playwright", choices=TEST_RUNNERS),
+        timeout_s=f.int("timeout_s", 900),
+    )
+
+
+def _parse_eras(f: _Fields) -> tuple[Era, ...]:
+    raw = f.table.get("eras", [])
+    if not isinstance(raw, list):
+        raise f.fail("eras", "must be an array of tables ([[eras]])")
+    eras = []
+    for i, item in enumerate(raw):
+        ef = _Fields(f.path, item, f"eras[{i}].")
+        overrides = {k: v for k, v in item.items() if k not in ("name", "since", "until")}
+        era = Era(ef.str("name", required=True), ef.date("since"), ef.date("until"), overrides)
+        if era.since and era.until and era.since >= era.until:
+            raise ef.fail("until", "must be after 'since'")
+        eras.append(era)
+    return tuple(eras)
+
+
+def parse_source(raw: dict[str, Any], path: Path) -> SourceRecord:
+    f = _Fields(path, raw)
+    repo = f.str("repo", required=True)
+    if not _REPO_RE.match(repo):
+        raise f.fail("repo", f"must look like 'owner/name', got {repo!r}")
+    cf = f.sub("clone", required=True)
+    clone = CloneSpec(url=cf.str("url"), mirror=cf.str("mirror"), generator=cf.str("generator"))
+    if not (clone.url or clone.mirror or clone.generator):
+        raise cf.fail("url", "one of clone.url, clone.mirror or clone.generator is required")
+    tf = f.sub("test_files", required=True)
+    frontend_f = f.sub("frontend")
+    filter_rules = raw.get("filter", {})
+    if not isinstance(filter_rules, dict):
+        raise f.fail("filter", "must be a table")
+    return SourceRecord(
+        name=f.str("name", required=True),
+        repo=repo,
+        path=path,
+        clone=clone,
+        default_branch=f.str("default_branch", "main"),
+        backend=_parse_backend(f.sub("backend", required=True)),
+        frontend=_parse_frontend(frontend_f) if frontend_f else None,
+        test_file_patterns=tuple(tf.str_list("patterns", required=True)),
+        test_infra_patterns=tuple(tf.str_list("infra_patterns")),
+        eras=_parse_eras(f),
+        era=None,
+        filter_rules=filter_rules,
+        raw=raw,
+    )
+
+
+def load_source_file(path: Path) -> SourceRecord:
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise SourceError(path, "<file>", "does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SourceError(path, "<file>", f"is not valid TOML: {exc}") from None
+    record = parse_source(raw, path)
+    if record.name != path.stem:
+        raise SourceError(path, "name", f"must match the file name {path.stem!r}, got {record.name!r}")
+    return record
+
+
+def available_sources() -> list[str]:
+    return sorted(p.stem for p in paths.sources_dir().glob("*.toml"))
+
+
+def load_source(name_or_path: str | Path = "demo") -> SourceRecord:
+    """Load a source by name (`data/sources/<name>.toml`) or by path. The demo is the default."""
+    candidate = Path(name_or_path)
+    if candidate.suffix == ".toml" or candidate.exists():
+        return load_source_file(candidate)
+    path = paths.sources_dir() / f"{name_or_path}.toml"
+    if not path.exists():
+        known = ", ".join(available_sources()) or "none"
+        raise SourceError(path, "<file>", f"no source named {name_or_path!r} (known: {known})")
+    return load_source_file(path)

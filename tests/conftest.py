@@ -1,0 +1,64 @@
+"""Suite-wide rules: Docker tests never skip, and nothing the engine creates outlives the suite."""
+
+from __future__ import annotations
+
+import pytest
+
+_docker_ran = {"passed": 0, "failed": 0}
+
+
+@pytest.fixture(scope="session")
+def docker_engine():
+    """The real Docker engine. Its absence fails Docker-marked tests: CI must never skip them silently."""
+    from tasks_lib import docker_client
+
+    return docker_client.get()
+
+
+@pytest.fixture(scope="session")
+def base_images(docker_engine):
+    from tasks_lib import images
+
+    return images.bootstrap()
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("docker") and "docker_engine" not in getattr(item, "fixturenames", ()):
+            item.fixturenames.insert(0, "docker_engine")
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" and "docker" in report.keywords:
+        _docker_ran["passed" if report.passed else "failed"] += not report.skipped
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Leak check: containers, networks and volumes carrying the project's label must all be gone."""
+    if not (_docker_ran["passed"] or _docker_ran["failed"]):
+        return
+    from tasks_lib import docker_client
+    from tasks_lib.constants import LABEL
+
+    client = docker_client.get()
+    flt = {"label": LABEL}
+    left = {
+        "containers": [c.name for c in client.containers.list(all=True, filters=flt)],
+        "networks": [n.name for n in client.networks.list(filters=flt)],
+        "volumes": [v.name for v in client.volumes.list(filters=flt)],
+    }
+    session.config._pbench_leftovers = left
+    if any(left.values()):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    tr = terminalreporter
+    tr.write_line(f"docker-marked tests executed: {_docker_ran['passed'] + _docker_ran['failed']} "
+                  f"({_docker_ran['passed']} passed, {_docker_ran['failed']} failed)")
+    left = getattr(config, "_pbench_leftovers", None)
+    if left is not None:
+        if any(left.values()):
+            tr.write_line(f"LEAK: Docker objects left after the suite: {left}", red=True)
+        else:
+            tr.write_line("leak check: no pbench containers, networks or volumes left")
