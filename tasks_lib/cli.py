@@ -19,7 +19,9 @@ from rich.console import Console
 from tasks_lib.constants import ExitCode
 from tasks_lib.errors import InputError, PbenchError
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="PrototypeBench curation and evaluation harness.")
+app = typer.Typer(
+    no_args_is_help=True, add_completion=False, help="PrototypeBench curation and evaluation harness."
+)
 images_app = typer.Typer(no_args_is_help=True, help="Base, service and environment images.")
 app.add_typer(images_app, name="images")
 console = Console(stderr=True)
@@ -47,14 +49,18 @@ def images_list():
     from tasks_lib import images
 
     for row in images.list_images():
-        typer.echo(f"{', '.join(row['tags']) or '<untagged>'}\t{row['size_mb']} MB\tkey={str(row['key'])[:16]}")
+        typer.echo(
+            f"{', '.join(row['tags']) or '<untagged>'}\t{row['size_mb']} MB\tkey={str(row['key'])[:16]}"
+        )
 
 
 @images_app.command("env")
 def images_env(
     source: str = typer.Option("demo", help="Source name (data/sources/NAME.toml) or path."),
     commit: str = typer.Option("HEAD", help="Commit whose dependency files define the image."),
-    mirror: Path | None = typer.Option(None, help="Local mirror of the source repository (overrides the record)."),
+    mirror: Path | None = typer.Option(
+        None, help="Local mirror of the source repository (overrides the record)."
+    ),
 ):
     """Build (or find) the backend environment image for a commit's lock files."""
     from tasks_lib import gitops, images
@@ -104,10 +110,286 @@ def run_tests_cmd(
     counts: dict[str, int] = {}
     for outcome in result.tests.values():
         counts[outcome] = counts.get(outcome, 0) + 1
-    typer.echo(json.dumps({"status": result.status, "suite_ran": result.suite_ran, "exit_code": result.exit_code,
-                           "outcomes": counts, "collection_errors": result.collection_errors,
-                           "timings": result.timings, "log_dir": result.log_dir, "error": result.error}, indent=2))
+    typer.echo(
+        json.dumps(
+            {
+                "status": result.status,
+                "suite_ran": result.suite_ran,
+                "exit_code": result.exit_code,
+                "outcomes": counts,
+                "collection_errors": result.collection_errors,
+                "timings": result.timings,
+                "log_dir": result.log_dir,
+                "error": result.error,
+            },
+            indent=2,
+        )
+    )
     raise typer.Exit(0 if result.status == "completed" else ExitCode.HARNESS_ERROR)
+
+
+DEFAULT_DATASET = "demo"
+_DATASET_HELP = (
+    "Corpus: a season name or folder, a .jsonl/.json/.parquet file, a saved dataset folder, or hf:<id>."
+)
+
+
+def _prefect():
+    from tasks_lib import prefect_env
+
+    prefect_env.configure()
+
+
+@app.command()
+def curate(
+    season: str = typer.Option("demo", help="Season definition (data/season_defs/NAME.toml)."),
+    source: list[str] = typer.Option([], help="Source name(s); default: the season's sources."),
+    crawl: str | None = typer.Option(
+        None, help="Crawl method: export, mirror or github (default by source)."
+    ),
+    prs_file: Path | None = typer.Option(None, help="A `gh pr list --json` export to import."),
+    mirror: Path | None = typer.Option(None, help="Local mirror of the source repository."),
+    limit: int | None = typer.Option(None, help="Extract at most N PRs (highest priority first)."),
+):
+    """Run a curation season: crawl, filter, distribution, extraction, packaging, validation, tiering."""
+    if prs_file is not None and not prs_file.is_file():
+        raise InputError(f"--prs-file {prs_file}: no such file")
+    _prefect()
+    from flows.curation import run_curation
+
+    summaries = run_curation(
+        season,
+        sources=list(source) or None,
+        crawl_method=crawl,
+        prs_file=str(prs_file) if prs_file else None,
+        mirror=str(mirror) if mirror else None,
+        limit=limit,
+    )
+    for name, summary in summaries.items():
+        console.print(
+            f"[bold]{name}[/bold]: {summary['instances']} instance(s), {summary['rejected']} rejected "
+            f"by schema, extraction {summary['extraction']} -> {summary['out']}"
+        )
+
+
+def _corpus(dataset: str) -> list[dict]:
+    from tasks_lib import corpus
+
+    return corpus.load_corpus(dataset)
+
+
+@app.command("list")
+def list_cmd(dataset: str = typer.Option(DEFAULT_DATASET, help=_DATASET_HELP)):
+    """The corpus, one line per instance."""
+    for inst in _corpus(dataset):
+        f2p = sum(len(v) for v in inst["fail_to_pass"].values())
+        p2p = sum(len(v) for v in inst["pass_to_pass"].values())
+        typer.echo(
+            f"{inst['instance_id']:48} {inst['stack_domain']:14} {inst['contamination_tier']:13} "
+            f"F2P {f2p:>3}  P2P {p2p:>4}  {inst['created_at'][:10]}"
+        )
+
+
+def _instance(dataset: str, instance_id: str) -> dict:
+    for inst in _corpus(dataset):
+        if inst["instance_id"] == instance_id:
+            return inst
+    raise InputError(f"{instance_id}: not in corpus {dataset}")
+
+
+AGENT_FIELDS = (
+    "instance_id",
+    "repo",
+    "base_commit",
+    "problem_statement",
+    "stack_domain",
+    "environment",
+    "created_at",
+)
+
+
+@app.command()
+def show(
+    instance_id: str = typer.Argument(...),
+    dataset: str = typer.Option(DEFAULT_DATASET, help=_DATASET_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Emit the agent packet as JSON."),
+):
+    """The agent packet: problem statement, repo, base commit, environment. Never tests, patch or hints."""
+    inst = _instance(dataset, instance_id)
+    packet = {k: inst[k] for k in AGENT_FIELDS}
+    if as_json:
+        typer.echo(json.dumps(packet, indent=2, ensure_ascii=False))
+        return
+    typer.echo(
+        f"{packet['instance_id']}  ({packet['stack_domain']})\nrepo {packet['repo']} at {packet['base_commit']}"
+    )
+    typer.echo("environment: " + ", ".join(f"{k}={v}" for k, v in packet["environment"].items() if v))
+    typer.echo("\n" + packet["problem_statement"])
+
+
+@app.command()
+def score(
+    instance_id: str = typer.Argument(...),
+    patch: str = typer.Option(..., help="A unified diff file, or the specials 'gold' / 'empty'."),
+    out: Path | None = typer.Option(None, help="Folder for verdict.json and the trace."),
+    dataset: str = typer.Option(DEFAULT_DATASET, help=_DATASET_HELP),
+    source: str | None = typer.Option(None, help="Source record (default: by the instance's repo)."),
+    mirror: Path | None = typer.Option(None, help="Local mirror of the source repository."),
+):
+    """Score one patch: exit 0 resolved, 1 not resolved, 2 the harness could not run."""
+    from tasks_lib import corpus, evaluation, paths
+    from tasks_lib.predictions import Prediction, PredictionFormat
+
+    inst = _instance(dataset, instance_id)
+    if patch in ("gold", "empty"):
+        text, fmt = (inst["patch"] if patch == "gold" else ""), PredictionFormat(patch)
+    else:
+        p = Path(patch)
+        if not p.is_file():
+            raise InputError(f"--patch {patch}: no such file (or use 'gold' / 'empty')")
+        text, fmt = p.read_text(errors="surrogateescape"), PredictionFormat.DIFF
+    prediction = Prediction(instance_id, "cli", text, fmt)
+    src = corpus.source_for(inst, source)
+    repo = evaluation.repo_for(src, mirror)
+    out = out or paths.runs_dir() / "score" / f"{instance_id}-{prediction.patch_sha256[:12]}"
+    verdict = evaluation.score_instance(inst, prediction, src, repo, out / "logs")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "verdict.json").write_text(json.dumps(verdict.to_json(), indent=2))
+    color = "green" if verdict.resolved else ("red" if not verdict.infra_failure else "yellow")
+    console.print(
+        f"[{color}]{verdict.status}[/{color}]  F2P {verdict.f2p_passed}/{verdict.f2p_total}  "
+        f"P2P {verdict.p2p_passed}/{verdict.p2p_total}  {verdict.note}  ->  {out}",
+        highlight=False,
+    )
+    if verdict.status in ("patch_invalid",) or verdict.infra_failure:
+        raise typer.Exit(
+            ExitCode.HARNESS_ERROR if verdict.status != "patch_invalid" else ExitCode.HARNESS_ERROR
+        )
+    raise typer.Exit(ExitCode.RESOLVED if verdict.resolved else ExitCode.NOT_RESOLVED)
+
+
+def _evaluate(
+    dataset,
+    predictions,
+    model,
+    model_cutoff,
+    run_id,
+    max_workers,
+    ids=(),
+    domains=(),
+    tiers=(),
+    source=None,
+    mirror=None,
+) -> dict:
+    _prefect()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from flows import evaluation as eval_flow
+
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[counts]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as bar:
+        job = bar.add_task(f"{model}", total=None, counts="")
+
+        def on_verdict(v, counts, total):
+            bar.update(
+                job,
+                total=total,
+                advance=1,
+                counts=f"resolved {counts['resolved']} · failed "
+                f"{counts['failed']} · errored {counts['errored']}",
+            )
+
+        eval_flow.PROGRESS_CALLBACKS.append(on_verdict)
+        try:
+            return eval_flow.run_evaluation(
+                max_workers=max_workers,
+                dataset=dataset,
+                predictions=predictions,
+                model=model,
+                model_cutoff=model_cutoff,
+                run_id=run_id,
+                ids=list(ids),
+                domains=list(domains),
+                tiers=list(tiers),
+                source=source,
+                mirror=str(mirror) if mirror else None,
+            )
+        finally:
+            eval_flow.PROGRESS_CALLBACKS.remove(on_verdict)
+
+
+@app.command()
+def evaluate(
+    predictions: str = typer.Option(..., help="Predictions file (JSONL/JSON), or 'gold' / 'empty'."),
+    model: str = typer.Option(..., help="Model id (stored with the run)."),
+    model_cutoff: str = typer.Option(..., help="The model's disclosed training cutoff, YYYY-MM-DD."),
+    run_id: str | None = typer.Option(None, help="Run folder name (default: model + predictions hash)."),
+    max_workers: int = typer.Option(2, min=1, help="Instances scored in parallel."),
+    dataset: str = typer.Option(DEFAULT_DATASET, help=_DATASET_HELP),
+    ids: list[str] = typer.Option([], "--id", help="Only these instance ids."),
+    domain: list[str] = typer.Option([], help="Only these stack domains."),
+    tier: list[str] = typer.Option([], help="Only these contamination tiers."),
+    source: str | None = typer.Option(None, help="Source record (default: by each instance's repo)."),
+    mirror: Path | None = typer.Option(None, help="Local mirror of the source repository."),
+):
+    """Evaluate one model's predictions: data/runs/<run_id>/ with Parquet results and a report."""
+    report = _evaluate(
+        dataset, predictions, model, model_cutoff, run_id, max_workers, ids, domain, tier, source, mirror
+    )
+    typer.echo((Path(report["out_dir"]) / "report.txt").read_text())
+
+
+@app.command()
+def report(run_dirs: list[Path] = typer.Argument(..., help="Run folders (data/runs/<run_id>).")):
+    """Aggregate one or many runs into a leaderboard: models x domains x tiers, failures by kind."""
+    from tasks_lib import reporting
+
+    typer.echo(reporting.leaderboard(run_dirs))
+
+
+@app.command()
+def validate(
+    dataset: str = typer.Option(DEFAULT_DATASET, help=_DATASET_HELP),
+    max_workers: int = typer.Option(2, min=1),
+    source: str | None = typer.Option(None),
+    mirror: Path | None = typer.Option(None),
+):
+    """Harness self-test: `gold` must resolve every instance and `empty` none. Exit 1 on any exception."""
+    problems = []
+    for special, want in (("gold", True), ("empty", False)):
+        rep = _evaluate(
+            dataset,
+            special,
+            f"self-test-{special}",
+            "1970-01-01",
+            None,
+            max_workers,
+            source=source,
+            mirror=mirror,
+        )
+        out = Path(rep["out_dir"])
+        typer.echo((out / "report.txt").read_text())
+        for iid, status in rep["instances"].items():
+            if (status == "resolved") != want:
+                problems.append(f"{special}: {iid} is {status} (trace: {out / 'logs' / iid})")
+    if problems:
+        console.print("[red]self-test failed[/red]:\n  " + "\n  ".join(problems), highlight=False)
+        raise typer.Exit(1)
+    console.print("[green]self-test passed[/green]: gold resolves every instance, empty none")
+
+
+@app.command()
+def demo(max_workers: int = typer.Option(2, min=1)):
+    """The main job on the embedded demo source: curation season `demo`, then gold/empty evaluation."""
+    curate(season="demo", source=[], crawl=None, prs_file=None, mirror=None, limit=None)
+    validate(dataset="demo", max_workers=max_workers, source=None, mirror=None)
 
 
 def _on_sigterm(signum, frame):
@@ -116,8 +398,10 @@ def _on_sigterm(signum, frame):
 
 
 def main() -> None:
-    logging.basicConfig(level=os.environ.get("PBENCH_LOG_LEVEL", "WARNING"),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=os.environ.get("PBENCH_LOG_LEVEL", "WARNING"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         rc = app(standalone_mode=False)

@@ -18,7 +18,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tasks_lib import docker_client, images, junit, paths
+from tasks_lib import docker_client, gitops, globs, images, junit, paths
 from tasks_lib.config import Settings
 from tasks_lib.constants import LABEL, LABEL_RUN, Outcome, RunStatus, Side
 from tasks_lib.errors import ImageBuildError, InfraError
@@ -27,19 +27,27 @@ from tasks_lib.sources import SourceRecord
 log = logging.getLogger(__name__)
 
 # Pinned so that the same patch gets the same verdict: hash seeds, time zone, locale.
-PINNED_ENV = {"TZ": "UTC", "PYTHONHASHSEED": "0", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": "/root",
-              "CI": "true", "PYTHONDONTWRITEBYTECODE": "1"}
+PINNED_ENV = {
+    "TZ": "UTC",
+    "PYTHONHASHSEED": "0",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "HOME": "/root",
+    "CI": "true",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
 MAX_OUTPUT_BYTES = 256 * 2**20
 DB_ALIAS = "db"
 
 
 @dataclass(frozen=True)
 class PatchInput:
-    """One patch of the ordered chain. `restore` lists test paths to put back to base after applying it."""
+    """One patch of the ordered chain. After an untrusted patch, every test file it touched is put back
+    to base inside the container, so an edited test can never count."""
 
     name: str
     diff: str
-    restore: tuple[str, ...] = ()
+    untrusted: bool = False
 
 
 @dataclass(frozen=True)
@@ -114,7 +122,7 @@ def _extract_out(container, dest: Path) -> None:
     with tarfile.open(fileobj=buf) as tar:
         members = [m for m in tar.getmembers() if m.isfile() and m.name.startswith("out/")]
         for m in members:
-            m.name = m.name[len("out/"):]
+            m.name = m.name[len("out/") :]
         tar.extractall(dest, members=members, filter="data")
 
 
@@ -151,15 +159,21 @@ def _wait_for_postgres(container, service, deadline: float) -> None:
     while time.monotonic() < deadline:
         container.reload()
         if container.status not in ("created", "running"):
-            raise InfraError(f"postgres exited during start-up: {container.logs(tail=20).decode(errors='replace')}")
-        code, _ = container.exec_run(["sh", "-c", f"pg_isready -q -h 127.0.0.1 -U {service.user} -d {service.db}"])
+            raise InfraError(
+                f"postgres exited during start-up: {container.logs(tail=20).decode(errors='replace')}"
+            )
+        code, _ = container.exec_run(
+            ["sh", "-c", f"pg_isready -q -h 127.0.0.1 -U {service.user} -d {service.db}"]
+        )
         if code == 0:
             return
         time.sleep(0.5)
     raise TimeoutError("postgres did not become ready")
 
 
-def _start_services(stack: _Stack, source: SourceRecord, settings: Settings, deadline: float) -> dict[str, str]:
+def _start_services(
+    stack: _Stack, source: SourceRecord, settings: Settings, deadline: float
+) -> dict[str, str]:
     env: dict[str, str] = {}
     services = source.backend.services
     if not services:
@@ -191,17 +205,19 @@ def _start_services(stack: _Stack, source: SourceRecord, settings: Settings, dea
 def _job(request: RunRequest) -> tuple[dict, dict[str, bytes]]:
     spec = request.source.backend
     files: dict[str, bytes] = {
-        "pbench_runner.py": (paths.containers_dir() / "runner" / "pbench_runner.py").read_bytes()
+        "pbench_runner.py": (paths.containers_dir() / "runner" / "pbench_runner.py").read_bytes(),
+        "pbench_globs.py": Path(globs.__file__).read_bytes(),
     }
     patches = []
     for i, p in enumerate(request.patches):
         name = f"patches/{i:02d}-{p.name}.diff"
         files[name] = p.diff.encode("utf-8", errors="surrogateescape")
-        patches.append({"name": p.name, "file": name, "restore": list(p.restore)})
+        patches.append({"name": p.name, "file": name, "untrusted": p.untrusted})
     job = {
         "repo_dir": "/work/repo",
         "workdir": spec.dir,
         "patches": patches,
+        "test_patterns": list(request.source.test_file_patterns + request.source.test_infra_patterns),
         "prestart": list(spec.prestart),
         "test": {
             "runner": spec.runner,
@@ -259,8 +275,9 @@ def run_tests(request: RunRequest, settings: Settings | None = None) -> RunResul
     result = RunResult(status=RunStatus.INFRA_ERROR, log_dir=str(log_dir))
 
     try:
-        deps = images.dependency_contents(request.source, request.repo, request.commit,
-                                          [p.diff for p in request.patches])
+        deps = images.dependency_contents(
+            request.source, request.repo, request.commit, [p.diff for p in request.patches]
+        )
         spec = images.backend_env_spec(request.source, deps)
         image = images.ensure_env_image(spec, settings)
     except ImageBuildError as exc:
@@ -271,13 +288,12 @@ def run_tests(request: RunRequest, settings: Settings | None = None) -> RunResul
     result.lock_sha = spec.lock_sha
     result.timings["image_s"] = round(time.monotonic() - start, 3)
 
-    from tasks_lib import gitops
-
     client = docker_client.get()
     stack = _Stack(client, uuid.uuid4().hex[:12])
     try:
-        stack.network = client.networks.create(f"pbench-{stack.run_id}", driver="bridge", internal=True,
-                                               labels=stack.labels)
+        stack.network = client.networks.create(
+            f"pbench-{stack.run_id}", driver="bridge", internal=True, labels=stack.labels
+        )
         t0 = time.monotonic()
         service_env = _start_services(stack, request.source, settings, deadline)
         result.timings["services_s"] = round(time.monotonic() - t0, 3)

@@ -22,12 +22,21 @@ from tasks_lib.sources import SourceRecord
 _GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
 
 
-def git(args: list[str], cwd: Path | None = None, *, input: bytes | None = None, check: bool = True,
-        timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+def git(
+    args: list[str],
+    cwd: Path | None = None,
+    *,
+    input: bytes | None = None,
+    check: bool = True,
+    timeout: float = 600,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, **_GIT_ENV, **(env or {})}
     proc = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, env=env, timeout=timeout)
     if check and proc.returncode != 0:
-        raise PbenchError(f"git {' '.join(args[:3])} failed in {cwd}: {proc.stderr.decode(errors='replace')[-500:]}")
+        raise PbenchError(
+            f"git {' '.join(args[:3])} failed in {cwd}: {proc.stderr.decode(errors='replace')[-500:]}"
+        )
     return proc
 
 
@@ -104,8 +113,19 @@ def archive(repo: Path, commit: str) -> bytes:
 
 
 def diff(repo: Path, base: str, head: str) -> str:
-    out = git(["--git-dir", str(repo), "diff", "--no-color", "--no-ext-diff", "--binary", "--full-index",
-               base, head]).stdout
+    out = git(
+        [
+            "--git-dir",
+            str(repo),
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--binary",
+            "--full-index",
+            base,
+            head,
+        ]
+    ).stdout
     return out.decode("utf-8", errors="surrogateescape")
 
 
@@ -130,8 +150,13 @@ def patched_files(contents: dict[str, bytes | None], patches: list[str]) -> dict
         for text in patches:
             if text.strip():
                 # Outside any repository git apply acts like patch(1) and refuses paths leaving cwd.
-                git(["apply", *includes, "-"], cwd=root, input=text.encode(), check=False,
-                    env={"GIT_CEILING_DIRECTORIES": str(root.parent), "GIT_DIR": str(root / ".nogit")})
+                git(
+                    ["apply", *includes, "-"],
+                    cwd=root,
+                    input=text.encode(),
+                    check=False,
+                    env={"GIT_CEILING_DIRECTORIES": str(root.parent), "GIT_DIR": str(root / ".nogit")},
+                )
         out: dict[str, bytes | None] = {}
         for rel in contents:
             f = root / rel

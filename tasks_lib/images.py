@@ -98,8 +98,16 @@ def _build(client, context: Path, tag: str, key: str, buildargs: dict[str, str],
     with open(log_path, "w") as fh:
         fh.write(f"# build {tag} key={key} at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
         try:
-            stream = client.api.build(path=str(context), tag=tag, buildargs=buildargs, rm=True, forcerm=True,
-                                      decode=True, labels={KEY_LABEL: key}, pull=False)
+            stream = client.api.build(
+                path=str(context),
+                tag=tag,
+                buildargs=buildargs,
+                rm=True,
+                forcerm=True,
+                decode=True,
+                labels={KEY_LABEL: key},
+                pull=False,
+            )
             for chunk in stream:
                 if "stream" in chunk:
                     fh.write(chunk["stream"])
@@ -117,8 +125,9 @@ def _build(client, context: Path, tag: str, key: str, buildargs: dict[str, str],
     return image_id
 
 
-def _build_keyed(client, repo: str, key: str, context_files: Mapping[str, bytes], buildargs: dict[str, str],
-                 log_name: str) -> ImageRef:
+def _build_keyed(
+    client, repo: str, key: str, context_files: Mapping[str, bytes], buildargs: dict[str, str], log_name: str
+) -> ImageRef:
     tag = f"{repo}:{key[:16]}"
     existing = _find(client, tag)
     if existing:
@@ -135,7 +144,9 @@ def _build_keyed(client, repo: str, key: str, context_files: Mapping[str, bytes]
                 (ctx / rel).parent.mkdir(parents=True, exist_ok=True)
                 (ctx / rel).write_bytes(data)
             image_id = _build(client, ctx, tag, key, buildargs, log_path)
-        return ImageRef(tag, image_id, key, built=True, log_path=str(log_path), seconds=time.monotonic() - start)
+        return ImageRef(
+            tag, image_id, key, built=True, log_path=str(log_path), seconds=time.monotonic() - start
+        )
 
 
 # ----------------------------------------------------------------------------- base image
@@ -157,15 +168,18 @@ def _rootfs(client, settings: Settings, say) -> str:
                 image.tag(ROOTFS_REPO, settings.debian_suite)
                 return tag
             except Exception as exc:  # no registry here is the normal case: fall through
-                say(f"pull of {settings.registry_base_image} failed ({type(exc).__name__}); bootstrapping locally")
+                say(
+                    f"pull of {settings.registry_base_image} failed ({type(exc).__name__}); bootstrapping locally"
+                )
         _debootstrap_import(client, settings, tag, say)
         return tag
 
 
 def _debootstrap_import(client, settings: Settings, tag: str, say) -> None:
     if shutil.which("debootstrap") is None:
-        raise InfraError("no registry image could be pulled and debootstrap is not installed "
-                         "(apt-get install debootstrap)")
+        raise InfraError(
+            "no registry image could be pulled and debootstrap is not installed (apt-get install debootstrap)"
+        )
     log_path = paths.cache_dir() / "build-logs" / f"rootfs-{settings.debian_suite}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="pbench-rootfs-", dir=paths.cache_dir()) as tmp:
@@ -173,8 +187,16 @@ def _debootstrap_import(client, settings: Settings, tag: str, say) -> None:
         say(f"debootstrap --variant=minbase {settings.debian_suite} (about a minute)")
         with open(log_path, "w") as fh:
             proc = subprocess.run(
-                ["debootstrap", "--variant=minbase", settings.debian_suite, str(rootfs), settings.debian_mirror],
-                stdout=fh, stderr=subprocess.STDOUT, timeout=1800,
+                [
+                    "debootstrap",
+                    "--variant=minbase",
+                    settings.debian_suite,
+                    str(rootfs),
+                    settings.debian_mirror,
+                ],
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                timeout=1800,
             )
         if proc.returncode != 0:
             raise ImageBuildError(f"debootstrap failed with exit {proc.returncode}", log_path=log_path)
@@ -228,8 +250,10 @@ class EnvSpec:
 
     def key(self, base_id: str) -> str:
         parts = [self.source.encode(), self.side.encode(), self.install.encode(), base_id.encode()]
-        parts += [rel.encode() + b"\0" + (data if data is not None else b"<absent>")
-                  for rel, data in self.dependency_files]
+        parts += [
+            rel.encode() + b"\0" + (data if data is not None else b"<absent>")
+            for rel, data in self.dependency_files
+        ]
         parts.append((paths.containers_dir() / "backend" / "Dockerfile").read_bytes())
         return sha256_bytes(*parts)
 
@@ -239,8 +263,9 @@ def backend_env_spec(source: SourceRecord, contents: Mapping[str, bytes | None])
     install = spec.install_command or INSTALL_COMMANDS[spec.installer].format(backend_dir=spec.dir)
     missing = [p for p in spec.lock_files if contents.get(p) is None]
     if len(missing) == len(spec.lock_files):
-        raise ImageBuildError(f"source {source.name}: none of the lock files {list(spec.lock_files)} exist "
-                              "at this commit")
+        raise ImageBuildError(
+            f"source {source.name}: none of the lock files {list(spec.lock_files)} exist at this commit"
+        )
     files = tuple((rel, contents.get(rel)) for rel in spec.dependency_files)
     return EnvSpec(source.name, "backend", install, files)
 
@@ -267,8 +292,14 @@ def ensure_env_image(spec: EnvSpec, settings: Settings | None = None) -> ImageRe
     buildargs = {"BASE": base.tag}
     if settings.pip_index_url:
         buildargs["PIP_INDEX_URL"] = settings.pip_index_url
-    ref = _build_keyed(client, f"{ENV_REPO_PREFIX}-{spec.source}-{spec.side}", key, files, buildargs,
-                       f"env-{spec.source}-{spec.side}")
+    ref = _build_keyed(
+        client,
+        f"{ENV_REPO_PREFIX}-{spec.source}-{spec.side}",
+        key,
+        files,
+        buildargs,
+        f"env-{spec.source}-{spec.side}",
+    )
     return ref
 
 
@@ -276,6 +307,12 @@ def list_images() -> list[dict]:
     client = docker_client.get()
     out = []
     for image in client.images.list(filters={"label": KEY_LABEL}):
-        out.append({"tags": image.tags, "id": image.id, "key": image.labels.get(KEY_LABEL),
-                    "size_mb": round(image.attrs.get("Size", 0) / 2**20, 1)})
+        out.append(
+            {
+                "tags": image.tags,
+                "id": image.id,
+                "key": image.labels.get(KEY_LABEL),
+                "size_mb": round(image.attrs.get("Size", 0) / 2**20, 1),
+            }
+        )
     return sorted(out, key=lambda r: json.dumps(r["tags"]))

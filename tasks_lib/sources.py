@@ -121,7 +121,13 @@ class ServiceSpec:
     db: str = "app"
 
     def render_env(self, host: str, port: int) -> dict[str, str]:
-        values = {"host": host, "port": str(port), "user": self.user, "password": self.password, "db": self.db}
+        values = {
+            "host": host,
+            "port": str(port),
+            "user": self.user,
+            "password": self.password,
+            "db": self.db,
+        }
         return {k: v.format(**values) for k, v in self.env.items()}
 
 
@@ -285,7 +291,9 @@ def _parse_services(f: _Fields) -> tuple[ServiceSpec, ...]:
         for var, template in env.items():
             for name in re.findall(r"{(\w+)}", template):
                 if name not in _SERVICE_VARS:
-                    raise sf.fail(f"env.{var}", f"unknown placeholder {{{name}}}; use {', '.join(_SERVICE_VARS)}")
+                    raise sf.fail(
+                        f"env.{var}", f"unknown placeholder {{{name}}}; use {', '.join(_SERVICE_VARS)}"
+                    )
         out.append(
             ServiceSpec(
                 kind=sf.str("kind", required=True, choices=SERVICE_KINDS),

@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+
 IN = Path("/pbench/in")
 OUT = Path("/pbench/out")
 BASE_TAG = "pbench-base"
@@ -65,8 +67,16 @@ def apply_patch(patch, repo, log):
     return None
 
 
-def restore_paths(paths, repo, log):
-    """Put test files an untrusted patch touched back to their base content (or remove them)."""
+def restore_tests(patterns, repo, log):
+    """Put every test file an untrusted patch touched back to its base content (or remove it).
+
+    Found from the tree itself after applying, not from the diff text, so no header trick escapes it.
+    """
+    from pbench_globs import match_any  # shipped beside this file: the host's own matcher
+
+    git_quiet(["add", "-A", "-f", "."], repo)
+    changed = git_quiet(["diff", "--cached", "--name-only", "--no-renames", "-z", "HEAD"], repo).split("\0")
+    paths = [p for p in changed if p and match_any(p, patterns)]
     restored = []
     tracked = set(git_quiet(["ls-tree", "-r", "--name-only", BASE_TAG], repo).splitlines())
     for rel in paths:
@@ -74,6 +84,7 @@ def restore_paths(paths, repo, log):
         if rel in tracked:
             git_quiet(["checkout", BASE_TAG, "--", rel], repo)
         elif target.exists() or target.is_symlink():
+            git_quiet(["rm", "-q", "--cached", "--", rel], repo)
             target.unlink()
         else:
             continue
@@ -110,12 +121,13 @@ def main() -> int:
         if method is None:
             timings["patch_s"] = round(time.monotonic() - t0, 3)
             return finish("patch_apply_failed")
-        if patch.get("restore"):
-            result["restored"] += restore_paths(patch["restore"], repo, OUT / "patch.log")
+        if patch.get("untrusted"):
+            result["restored"] += restore_tests(job["test_patterns"], repo, OUT / "patch.log")
         snapshot(repo, f"after {patch['name']}")
     with open(OUT / "applied.diff", "w") as fh:
-        fh.write(subprocess.run(["git", "diff", BASE_TAG, "HEAD"], cwd=repo, capture_output=True,
-                                text=True).stdout)
+        fh.write(
+            subprocess.run(["git", "diff", BASE_TAG, "HEAD"], cwd=repo, capture_output=True, text=True).stdout
+        )
     timings["patch_s"] = round(time.monotonic() - t0, 3)
 
     env = dict(os.environ)
@@ -131,7 +143,14 @@ def main() -> int:
     test = job["test"]
     cmd = shlex.split(test["command"])
     if test["runner"] == "pytest":
-        cmd += ["-rA", "-p", "no:cacheprovider", f"--junitxml={OUT / 'junit.xml'}", "-o", "junit_family=xunit1"]
+        cmd += [
+            "-rA",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={OUT / 'junit.xml'}",
+            "-o",
+            "junit_family=xunit1",
+        ]
         if test.get("continue_on_collection_errors"):
             cmd.append("--continue-on-collection-errors")
     cmd += test.get("selection", [])

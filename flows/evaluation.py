@@ -1,0 +1,89 @@
+"""The evaluation flow: one run per model. Wiring only; scoring lives in tasks_lib.evaluation.
+
+Per-instance verdicts are cached by content (instance, patch hash, image id, harness version) in
+tasks_lib.evaluation.VerdictCache, not by Prefect's run-scoped cache: a rerun of the same predictions,
+under any run id, starts no container, and a changed patch reruns that instance only.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from prefect import flow, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NONE
+from prefect.futures import as_completed
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from tasks_lib import evaluation
+
+# In-process listeners (the CLI's progress bar). Not a flow parameter: callables do not serialise.
+PROGRESS_CALLBACKS: list = []
+
+
+@task(cache_policy=NONE, task_run_name="score {instance_id}")
+def score(plan: evaluation.RunPlan, instance_id: str) -> dict:
+    instance = next(i for i in plan.instances if i["instance_id"] == instance_id)
+    return evaluation.score_planned(plan, instance).to_json()
+
+
+@flow(name="evaluate-model", log_prints=True)
+def evaluate_model(
+    dataset: str,
+    predictions: str,
+    model: str,
+    model_cutoff: str,
+    run_id: str | None = None,
+    ids: list[str] | None = None,
+    domains: list[str] | None = None,
+    tiers: list[str] | None = None,
+    source: str | None = None,
+    mirror: str | None = None,
+) -> dict:
+    plan = evaluation.plan_run(
+        dataset,
+        predictions,
+        model,
+        model_cutoff,
+        run_id,
+        ids or (),
+        domains or (),
+        tiers or (),
+        source,
+        mirror,
+    )
+    futures = {score.submit(plan, i["instance_id"]): i["instance_id"] for i in plan.instances}
+    verdicts = {}
+    counts: Counter[str] = Counter()
+    for fut in as_completed(list(futures)):
+        v = evaluation.Verdict.from_json(fut.result())
+        verdicts[v.instance_id] = v
+        counts["resolved" if v.resolved else ("errored" if v.infra_failure else "failed")] += 1
+        print(
+            f"[{len(verdicts)}/{len(futures)}] {v.instance_id}: {v.status}{' (cached)' if v.cached else ''} — "
+            f"resolved {counts['resolved']}, failed {counts['failed']}, errored {counts['errored']}"
+        )
+        for callback in PROGRESS_CALLBACKS:
+            callback(v, counts, len(futures))
+    report = evaluation.finish_run(plan, verdicts)
+    create_markdown_artifact(
+        key=f"report-{_key(plan.run_id)}",
+        markdown="```\n" + (plan.out_dir / "report.txt").read_text() + "```\n",
+        description=f"Evaluation report of {plan.model} (run {plan.run_id})",
+    )
+    create_table_artifact(
+        key=f"results-{_key(plan.run_id)}",
+        table=[{"instance": k, "status": v} for k, v in report["instances"].items()],
+        description=f"Parquet: {plan.out_dir / 'results.parquet'}, {plan.out_dir / 'tests.parquet'}",
+    )
+    report["out_dir"] = str(plan.out_dir)
+    return report
+
+
+def _key(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text.lower())[:100]
+
+
+def run_evaluation(max_workers: int = 2, **kwargs) -> dict:
+    runner = ThreadPoolTaskRunner(max_workers=max(1, max_workers))
+    return evaluate_model.with_options(task_runner=runner)(**kwargs)

@@ -1,0 +1,135 @@
+"""Loading a task corpus: a season folder, a JSONL/JSON/Parquet file, a saved HF dataset, or a Hub id."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+from tasks_lib import paths
+from tasks_lib.errors import InputError
+from tasks_lib.sources import SourceRecord, available_sources, load_source
+
+_LIST_FIELDS = ("fail_to_pass", "pass_to_pass")
+
+
+def _normalise(row: dict) -> dict:
+    """Parquet / datasets give numpy arrays and None where JSONL gives lists and strings."""
+    out = dict(row)
+    for key in _LIST_FIELDS:
+        value = out.get(key)
+        if isinstance(value, str):  # a flat SWE-bench export: JSON strings
+            value = {"backend": json.loads(value), "frontend": []}
+        value = dict(value or {})
+        out[key] = {
+            side: [str(t) for t in (value.get(side) if value.get(side) is not None else [])]
+            for side in ("backend", "frontend")
+        }
+    out["pr_labels"] = [str(x) for x in (out.get("pr_labels") if out.get("pr_labels") is not None else [])]
+    env = out.get("environment") or {}
+    out["environment"] = {k: v for k, v in dict(env).items() if v is not None}
+    for key in ("test_patch_backend", "test_patch_frontend", "hints_text", "notes", "difficulty"):
+        if out.get(key) is None:
+            out.pop(key, None)
+    if hasattr(out.get("pr_number"), "item"):
+        out["pr_number"] = int(out["pr_number"])
+    return out
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    rows = []
+    for n, line in enumerate(path.read_text().splitlines(), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}: line {n}: not JSON ({exc.msg})") from None
+    return rows
+
+
+def load_corpus(spec: str | Path) -> list[dict]:
+    """`spec`: a season name or folder, a .jsonl/.json/.parquet file, a `save_to_disk` folder, or `hf:<id>`."""
+    spec = str(spec)
+    if spec.startswith("hf:"):
+        return _from_hub(spec[3:])
+    path = Path(spec)
+    if not path.exists() and (paths.seasons_dir() / spec).is_dir():
+        path = paths.seasons_dir() / spec
+    if path.is_dir():
+        if (path / "instances.jsonl").exists():
+            path = path / "instances.jsonl"
+        elif (path / "dataset_info.json").exists() or (path / "state.json").exists():
+            return _from_disk(path)
+        elif (path / "hf").is_dir():
+            return _from_disk(path / "hf")
+        else:
+            raise InputError(f"{spec}: a folder without instances.jsonl or a saved dataset")
+    if not path.exists():
+        raise InputError(f"{spec}: no such corpus (a season name, a file, a folder, or hf:<dataset id>)")
+    if path.suffix == ".jsonl":
+        rows = _read_jsonl(path)
+    elif path.suffix == ".json":
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}: not JSON ({exc.msg})") from None
+        rows = data if isinstance(data, list) else [data]
+    elif path.suffix == ".parquet":
+        import pandas as pd
+
+        rows = pd.read_parquet(path).to_dict("records")
+    else:
+        raise InputError(f"{path}: unknown corpus format (use .jsonl, .json, .parquet or a dataset folder)")
+    return [_normalise(r) for r in rows]
+
+
+def _from_disk(path: Path) -> list[dict]:
+    import datasets
+
+    ds = datasets.load_from_disk(str(path))
+    if isinstance(ds, datasets.DatasetDict):
+        ds = ds["test"] if "test" in ds else ds[next(iter(ds))]
+    return [_normalise(r) for r in ds]
+
+
+def _from_hub(dataset_id: str) -> list[dict]:
+    import datasets
+
+    try:
+        ds = datasets.load_dataset(dataset_id, split="test")
+    except Exception as exc:
+        raise InputError(
+            f"hf:{dataset_id}: cannot load from the Hugging Face Hub ({type(exc).__name__}: "
+            f"{str(exc)[:200]}). Offline? Download it elsewhere, `save_to_disk`, and pass the folder."
+        ) from None
+    return [_normalise(r) for r in ds]
+
+
+def select(
+    instances: list[dict], ids: Iterable[str] = (), domains: Iterable[str] = (), tiers: Iterable[str] = ()
+) -> list[dict]:
+    ids, domains, tiers = list(ids), set(domains), set(tiers)
+    if ids:
+        known = {i["instance_id"] for i in instances}
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            raise InputError(f"--ids: unknown instance ids {unknown}")
+        instances = [i for i in instances if i["instance_id"] in set(ids)]
+    if domains:
+        instances = [i for i in instances if i["stack_domain"] in domains]
+    if tiers:
+        instances = [i for i in instances if i["contamination_tier"] in tiers]
+    return instances
+
+
+def source_for(instance: dict, override: str | None = None) -> SourceRecord:
+    """The source record whose `repo` is the instance's repository (or the one named by --source)."""
+    if override:
+        return load_source(override)
+    for name in available_sources():
+        source = load_source(name)
+        if source.repo == instance["repo"]:
+            return source.for_era(source.era_for(instance.get("created_at")))
+    raise InputError(
+        f"{instance['instance_id']}: no source record in data/sources/ has repo {instance['repo']!r}"
+    )

@@ -1,0 +1,185 @@
+"""Stage 4 of curation: FAIL_TO_PASS / PASS_TO_PASS from executed tests, through the engine.
+
+Base side: base commit + test patch. Head side: base commit + reference patch + test patch. The head side
+runs at least three times and the base side at least twice; a test whose outcome changes is flaky and
+lands in neither list. Labels come from the set algebra in `grading.extract_labels`, never by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from tasks_lib import engine, gitops, grading, patches
+from tasks_lib.constants import ExtractionStatus, RunStatus
+from tasks_lib.sources import SourceRecord
+
+_RUN_TO_EXTRACTION = {
+    RunStatus.PATCH_APPLY_FAILED: ExtractionStatus.PATCH_APPLY_FAILED,
+    RunStatus.IMAGE_BUILD_FAILED: ExtractionStatus.IMAGE_BUILD_FAILED,
+    RunStatus.TIMEOUT: ExtractionStatus.TIMEOUT,
+    RunStatus.INFRA_ERROR: ExtractionStatus.INFRA_ERROR,
+    RunStatus.PRESTART_FAILED: ExtractionStatus.INFRA_ERROR,
+}
+
+EXTRACTION_SCHEMA = pa.schema(
+    [
+        ("number", pa.int64()),
+        ("status", pa.string()),
+        ("base_commit", pa.string()),
+        ("head_commit", pa.string()),
+        ("f2p_count", pa.int64()),
+        ("p2p_count", pa.int64()),
+        ("fail_to_pass", pa.list_(pa.string())),
+        ("pass_to_pass", pa.list_(pa.string())),
+        ("flaky_tests", pa.list_(pa.string())),
+        ("unknown_at_base", pa.list_(pa.string())),
+        ("fallback_used", pa.bool_()),
+        ("base_runs", pa.int64()),
+        ("head_runs", pa.int64()),
+        ("base_image", pa.string()),
+        ("head_image", pa.string()),
+        ("duration_s", pa.float64()),
+        ("log_dir", pa.string()),
+        ("error", pa.string()),
+    ]
+)
+
+
+@dataclass
+class ExtractionResult:
+    number: int
+    status: ExtractionStatus
+    base_commit: str
+    head_commit: str
+    fail_to_pass: list[str] = field(default_factory=list)
+    pass_to_pass: list[str] = field(default_factory=list)
+    flaky_tests: list[str] = field(default_factory=list)
+    unknown_at_base: list[str] = field(default_factory=list)
+    fallback_used: bool = False
+    base_runs: int = 0
+    head_runs: int = 0
+    base_image: str = ""
+    head_image: str = ""
+    duration_s: float = 0.0
+    log_dir: str = ""
+    error: str | None = None
+
+    def to_row(self) -> dict:
+        row = asdict(self)
+        row["status"] = str(self.status)
+        row["f2p_count"] = len(self.fail_to_pass)
+        row["p2p_count"] = len(self.pass_to_pass)
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict) -> ExtractionResult:
+        row = {k: v for k, v in row.items() if k not in ("f2p_count", "p2p_count")}
+        row["status"] = ExtractionStatus(row["status"])
+        for key in ("fail_to_pass", "pass_to_pass", "flaky_tests", "unknown_at_base"):
+            row[key] = list(row[key] or [])
+        return cls(**row)
+
+
+def added_tests(source: SourceRecord, repo: Path, base: str, head: str, test_paths: list[str]) -> set[str]:
+    """Test ids (relative to the backend dir) that the PR's test files add, found with `ast`."""
+    prefix = source.backend.dir.rstrip("/") + "/"
+    out: set[str] = set()
+    for path in test_paths:
+        if not (path.startswith(prefix) and path.endswith(".py")):
+            continue
+        after = gitops.read_file(repo, head, path)
+        if after is None:
+            continue
+        before = gitops.read_file(repo, base, path)
+        rel = path[len(prefix) :]
+        out |= patches.added_test_functions(before.decode() if before else None, after.decode(), rel)
+    return out
+
+
+def extract(
+    source: SourceRecord,
+    repo: Path,
+    number: int,
+    base: str,
+    head: str,
+    log_dir: Path,
+    *,
+    head_runs: int = 3,
+    base_runs: int = 2,
+    run: Callable[[engine.RunRequest], engine.RunResult] = engine.run_tests,
+) -> ExtractionResult:
+    if head_runs < 3 or base_runs < 2:
+        raise ValueError("flakiness needs at least 3 head runs and 2 base runs")
+    start = time.monotonic()
+    log_dir = Path(log_dir)
+    result = ExtractionResult(number, ExtractionStatus.INFRA_ERROR, base, head, log_dir=str(log_dir))
+    split = patches.split_patch(gitops.diff(repo, base, head), source)
+    if not split.test_patch.strip():
+        result.status = ExtractionStatus.NO_FAIL_TO_PASS
+        result.error = "the PR changes no test file"
+        return _done(result, start, log_dir)
+    if not split.patch.strip():
+        result.status = ExtractionStatus.TEST_ONLY
+        result.error = "the PR changes only test files"
+        return _done(result, start, log_dir)
+
+    sides = {
+        "base": (base_runs, (engine.PatchInput("test_patch", split.test_patch),)),
+        "head": (
+            head_runs,
+            (engine.PatchInput("gold", split.patch), engine.PatchInput("test_patch", split.test_patch)),
+        ),
+    }
+    outcomes: dict[str, list[dict]] = {"base": [], "head": []}
+    collection_errors: dict[str, set[str]] = {"base": set(), "head": set()}
+    # Head first: if the reference solution does not run cleanly there is nothing to extract.
+    for side in ("head", "base"):
+        count, chain = sides[side]
+        for i in range(1, count + 1):
+            req = engine.RunRequest(
+                source, repo, base, log_dir / f"{side}-{i}", chain, label=f"#{number} {side}-{i}"
+            )
+            res = run(req)
+            setattr(result, f"{side}_image", res.image)
+            setattr(result, f"{side}_runs", i)
+            if res.status != RunStatus.COMPLETED:
+                result.status = _RUN_TO_EXTRACTION[res.status]
+                result.error = f"{side} run {i}: {res.status}: {res.error or ''} (log: {res.log_dir})".strip()
+                return _done(result, start, log_dir)
+            if side == "head" and (res.collection_errors or not res.suite_ran):
+                result.status = ExtractionStatus.TEST_COLLECTION_FAILED
+                result.error = (
+                    f"head run {i}: the suite did not run cleanly with the reference patch "
+                    f"(collection errors: {res.collection_errors}, exit {res.exit_code})"
+                )
+                return _done(result, start, log_dir)
+            outcomes[side].append(res.tests)
+            collection_errors[side] |= set(res.collection_errors)
+
+    added = added_tests(source, repo, base, head, patches.changed_paths(split.test_patch))
+    labels = grading.extract_labels(
+        outcomes["base"],
+        outcomes["head"],
+        base_collection_errors=collection_errors["base"],
+        added_tests=added,
+    )
+    result.fail_to_pass = labels.fail_to_pass
+    result.pass_to_pass = labels.pass_to_pass
+    result.flaky_tests = labels.flaky
+    result.unknown_at_base = labels.unknown_at_base
+    result.fallback_used = labels.fallback_used
+    result.status = ExtractionStatus.OK if labels.fail_to_pass else ExtractionStatus.NO_FAIL_TO_PASS
+    return _done(result, start, log_dir)
+
+
+def _done(result: ExtractionResult, start: float, log_dir: Path) -> ExtractionResult:
+    result.duration_s = round(time.monotonic() - start, 3)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    (log_dir / "extraction.json").write_text(json.dumps(result.to_row(), indent=2))
+    return result

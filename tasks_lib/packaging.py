@@ -1,0 +1,112 @@
+"""Stage 5 of curation: one merged PR + its extraction -> one task instance (schema 0.1 dict)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from tasks_lib import gitops, images, patches
+from tasks_lib.constants import SCHEMA_VERSION, Tier
+from tasks_lib.crawl.base import PullRequest
+from tasks_lib.extraction import ExtractionResult
+from tasks_lib.sources import SourceRecord
+
+ISSUE_NOTE = "problem_statement sourced from the closing issue body."
+PR_BODY_NOTE = (
+    "problem_statement sourced from PR description (no linked issue) — review for solution leakage."
+)
+
+
+def _file_sha(repo: Path, commit: str, candidates: tuple[str, ...]) -> str:
+    for rel in candidates:
+        data = gitops.read_file(repo, commit, rel)
+        if data is not None:
+            return "sha256:" + hashlib.sha256(data).hexdigest()
+    return ""
+
+
+def environment(source: SourceRecord, repo: Path, base: str) -> dict:
+    """What an agent may know of the environment: versions and lock hashes at the base commit."""
+    backend_dir = source.backend.dir.rstrip("/")
+    frontend_dir = source.frontend.dir.rstrip("/") if source.frontend else "frontend"
+    backend_locks = {rel: gitops.read_file(repo, base, rel) for rel in source.backend.lock_files}
+    env = {
+        "python_version": source.backend.python_version,
+        "node_version": source.frontend.node_version if source.frontend else "",
+        "uv_lock_sha": _file_sha(repo, base, ("uv.lock", f"{backend_dir}/uv.lock")),
+        "bun_lock_sha": _file_sha(
+            repo, base, (f"{frontend_dir}/bun.lock", f"{frontend_dir}/bun.lockb", "bun.lock")
+        ),
+        "docker_compose_sha": _file_sha(repo, base, ("docker-compose.yml", "compose.yml", "compose.yaml")),
+    }
+    if any(v is not None for v in backend_locks.values()):
+        env["backend_lock_sha"] = images.lock_sha(backend_locks)
+    if source.frontend:
+        fl = {rel: gitops.read_file(repo, base, rel) for rel in source.frontend.lock_files}
+        if any(v is not None for v in fl.values()):
+            env["frontend_lock_sha"] = images.lock_sha(fl)
+    return env
+
+
+def difficulty(patch_text: str) -> str:
+    """A coarse, documented proxy: changed non-test lines of the reference patch."""
+    changed = sum(
+        1 for line in patch_text.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    )
+    if changed <= 10:
+        return "easy"
+    if changed <= 80:
+        return "medium"
+    return "hard"
+
+
+def problem_statement(pr: PullRequest) -> tuple[str, str]:
+    bodies = [i.body.strip() for i in pr.closing_issues if i.body and i.body.strip()]
+    if bodies:
+        return "\n\n".join(bodies), ISSUE_NOTE
+    return pr.body or "", PR_BODY_NOTE
+
+
+def build_instance(
+    pr: PullRequest, source: SourceRecord, repo: Path, extraction: ExtractionResult, tier: Tier
+) -> dict:
+    base, head = extraction.base_commit, extraction.head_commit
+    split = patches.split_patch(gitops.diff(repo, base, head), source)
+    statement, note = problem_statement(pr)
+    notes = [note]
+    if extraction.flaky_tests:
+        notes.append(
+            f"{len(extraction.flaky_tests)} flaky test(s) excluded: {', '.join(extraction.flaky_tests)}"
+        )
+    if extraction.fallback_used:
+        notes.append("base collection failed: FAIL_TO_PASS from tests the test patch adds (fallback)")
+    domain = source.stack_domain(patches.changed_paths(split.patch)) or source.stack_domain(
+        patches.changed_paths(split.test_patch)
+    )
+    owner, name = source.owner_name
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "instance_id": f"{owner}__{name}-{pr.number}",
+        "repo": source.repo,
+        "pr_number": pr.number,
+        "pr_url": pr.url,
+        "pr_title": pr.title,
+        "pr_author": pr.author_login_raw or pr.author,
+        "pr_labels": list(pr.labels),
+        "base_commit": base,
+        "head_commit": head,
+        "problem_statement": statement,
+        "hints_text": pr.hints_text,
+        "patch": split.patch,
+        "test_patch": split.test_patch,
+        "test_patch_backend": split.test_patch_backend,
+        "test_patch_frontend": split.test_patch_frontend,
+        "fail_to_pass": {"backend": list(extraction.fail_to_pass), "frontend": []},
+        "pass_to_pass": {"backend": list(extraction.pass_to_pass), "frontend": []},
+        "stack_domain": str(domain) if domain else "backend_only",
+        "environment": environment(source, repo, base),
+        "created_at": pr.merged_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "contamination_tier": str(tier),
+        "difficulty": difficulty(split.patch),
+        "notes": " ".join(notes),
+    }

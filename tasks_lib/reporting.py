@@ -1,0 +1,229 @@
+"""Evaluation outputs: typed Parquet tables, report.json and a fixed-width text table (pure builders + writers).
+
+`results.parquet` has one row per model x instance; `tests.parquet` one row per graded test. The column
+names and dtypes below are the analysts' contract (docs/analysis.md); a test pins them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import date, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tasks_lib import tiering
+from tasks_lib.constants import INFRA_STATUSES, Status
+
+RESULTS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("model", pa.string()),
+        ("model_cutoff", pa.date32()),
+        ("instance_id", pa.string()),
+        ("repo", pa.string()),
+        ("stack_domain", pa.string()),
+        ("contamination_tier", pa.string()),
+        ("created_at", pa.timestamp("us", tz="UTC")),
+        ("after_model_cutoff", pa.bool_()),
+        ("resolved", pa.bool_()),
+        ("status", pa.string()),
+        ("infra_failure", pa.bool_()),
+        ("backend_status", pa.string()),
+        ("frontend_status", pa.string()),
+        ("f2p_passed", pa.int64()),
+        ("f2p_total", pa.int64()),
+        ("p2p_passed", pa.int64()),
+        ("p2p_total", pa.int64()),
+        ("exit_code_mismatch", pa.bool_()),
+        ("patch_sha256", pa.string()),
+        ("image_id", pa.string()),
+        ("harness_version", pa.string()),
+        ("duration_s", pa.float64()),
+        ("attempts", pa.int64()),
+        ("cached", pa.bool_()),
+        ("trace_dir", pa.string()),
+        ("note", pa.string()),
+    ]
+)
+
+TESTS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("model", pa.string()),
+        ("instance_id", pa.string()),
+        ("side", pa.string()),
+        ("test_id", pa.string()),
+        ("expected", pa.string()),
+        ("outcome", pa.string()),
+        ("passed", pa.bool_()),
+    ]
+)
+
+
+def _ts(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def result_row(run_id: str, model: str, cutoff: date, instance: dict, verdict) -> dict:
+    return {
+        "run_id": run_id,
+        "model": model,
+        "model_cutoff": cutoff,
+        "instance_id": instance["instance_id"],
+        "repo": instance["repo"],
+        "stack_domain": instance["stack_domain"],
+        "contamination_tier": instance["contamination_tier"],
+        "created_at": _ts(instance["created_at"]),
+        "after_model_cutoff": tiering.held_out_relative_to(instance["created_at"], cutoff),
+        "resolved": bool(verdict.resolved),
+        "status": verdict.status,
+        "infra_failure": Status(verdict.status) in INFRA_STATUSES,
+        "backend_status": verdict.backend_status,
+        "frontend_status": verdict.frontend_status,
+        "f2p_passed": verdict.f2p_passed,
+        "f2p_total": verdict.f2p_total,
+        "p2p_passed": verdict.p2p_passed,
+        "p2p_total": verdict.p2p_total,
+        "exit_code_mismatch": bool(verdict.exit_code_mismatch),
+        "patch_sha256": verdict.patch_sha256,
+        "image_id": verdict.image_id,
+        "harness_version": verdict.harness_version,
+        "duration_s": float(verdict.duration_s),
+        "attempts": int(verdict.attempts),
+        "cached": bool(verdict.cached),
+        "trace_dir": verdict.trace_dir,
+        "note": verdict.note,
+    }
+
+
+def test_rows(run_id: str, model: str, verdict) -> list[dict]:
+    return [
+        {
+            "run_id": run_id,
+            "model": model,
+            "instance_id": verdict.instance_id,
+            "side": t.side,
+            "test_id": t.test_id,
+            "expected": t.expected,
+            "outcome": t.outcome,
+            "passed": t.passed,
+        }
+        for t in verdict.tests
+    ]
+
+
+def write_parquet(rows: Sequence[dict], schema: pa.Schema, path: Path) -> Path:
+    table = pa.Table.from_pylist(list(rows), schema=schema)
+    tmp = path.with_suffix(".parquet.tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(path)
+    return path
+
+
+def _rate(resolved: int, total: int) -> float:
+    return round(resolved / total, 4) if total else 0.0
+
+
+def build_report(rows: Sequence[dict], meta: dict) -> dict:
+    """Score and its splits: by stack domain, by status, by contamination relative to the model."""
+    scored = [r for r in rows if not r["infra_failure"]]
+    resolved = sum(r["resolved"] for r in rows)
+
+    def split(key) -> dict:
+        groups: dict = defaultdict(lambda: [0, 0])
+        for r in rows:
+            g = groups[key(r)]
+            g[0] += r["resolved"]
+            g[1] += 1
+        return {
+            str(k): {"resolved": v[0], "total": v[1], "rate": _rate(*v)} for k, v in sorted(groups.items())
+        }
+
+    return {
+        **meta,
+        "total": len(rows),
+        "resolved": resolved,
+        "score": _rate(resolved, len(rows)),
+        "infra_failures": len(rows) - len(scored),
+        "score_excluding_infra": _rate(sum(r["resolved"] for r in scored), len(scored)),
+        "by_stack_domain": split(lambda r: r["stack_domain"]),
+        "by_contamination": split(
+            lambda r: "after_model_cutoff" if r["after_model_cutoff"] else "before_model_cutoff"
+        ),
+        "by_tier": split(lambda r: r["contamination_tier"]),
+        "by_status": dict(sorted(Counter(r["status"] for r in rows).items())),
+        "exit_code_mismatches": [r["instance_id"] for r in rows if r["exit_code_mismatch"]],
+        "instances": {r["instance_id"]: r["status"] for r in rows},
+    }
+
+
+def text_table(report: dict) -> str:
+    """The fixed-width table of one run (sister-harness style)."""
+    lines = [
+        f"PrototypeBench evaluation — {report['model']} (cutoff {report['model_cutoff']}) — run {report['run_id']}",
+        "",
+        f"scored {report['total']}   resolved {report['resolved']}   "
+        f"score {report['score'] * 100:.1f}%   infra failures {report['infra_failures']}",
+        "",
+        f"{'split':34} {'resolved':>9}",
+        f"{'─' * 34} {'─' * 9}",
+    ]
+    for title, key in (
+        ("stack domain", "by_stack_domain"),
+        ("contamination", "by_contamination"),
+        ("tier", "by_tier"),
+    ):
+        for name, v in report[key].items():
+            lines.append(f"{title + ': ' + name:34} {v['resolved']:>4}/{v['total']:<4}")
+    lines += ["", "verdicts by status"]
+    for status, n in report["by_status"].items():
+        lines.append(f"{n:>5}  {status}")
+    if report["exit_code_mismatches"]:
+        lines += ["", f"exit code contradicted parsed results: {', '.join(report['exit_code_mismatches'])}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_run_outputs(out_dir: Path, rows: list[dict], tests: list[dict], meta: dict) -> dict:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_parquet(rows, RESULTS_SCHEMA, out_dir / "results.parquet")
+    write_parquet(tests, TESTS_SCHEMA, out_dir / "tests.parquet")
+    report = build_report(rows, meta)
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2, default=str))
+    (out_dir / "report.txt").write_text(text_table(report))
+    return report
+
+
+def leaderboard(run_dirs: Iterable[Path]) -> str:
+    """Aggregate runs into models x (domains, tiers) with failures by kind."""
+    import pandas as pd
+
+    frames = []
+    for d in run_dirs:
+        p = Path(d) / "results.parquet"
+        if not p.exists():
+            from tasks_lib.errors import InputError
+
+            raise InputError(f"{d}: no results.parquet (not a run folder)")
+        frames.append(pd.read_parquet(p))
+    df = pd.concat(frames, ignore_index=True)
+    lines = [f"PrototypeBench leaderboard — {df['run_id'].nunique()} run(s), {len(df)} verdicts", ""]
+    domains = sorted(df["stack_domain"].unique())
+    tiers = sorted(df["contamination_tier"].unique())
+    cols = ["all", *domains, *[f"tier:{t}" for t in tiers], "after-cutoff"]
+    lines.append(f"{'model':28} " + " ".join(f"{c:>14}" for c in cols))
+    lines.append(f"{'─' * 28} " + " ".join("─" * 14 for _ in cols))
+    for model, g in df.groupby("model"):
+        cells = [g]
+        cells += [g[g["stack_domain"] == d] for d in domains]
+        cells += [g[g["contamination_tier"] == t] for t in tiers]
+        cells.append(g[g["after_model_cutoff"]])
+        text = [f"{int(c['resolved'].sum())}/{len(c)}" if len(c) else "—" for c in cells]
+        lines.append(f"{str(model)[:28]:28} " + " ".join(f"{t:>14}" for t in text))
+    lines += ["", "failures by kind"]
+    for (model, status), n in df[~df["resolved"]].groupby(["model", "status"]).size().items():
+        lines.append(f"{n:>5}  {status:24} {model}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,93 @@
+"""A curation season: which sources, which window, which target models, and the stage settings."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from tasks_lib import paths, tiering
+from tasks_lib.constants import StackDomain
+from tasks_lib.errors import InputError
+
+
+@dataclass(frozen=True)
+class Season:
+    name: str
+    sources: tuple[str, ...]
+    target_models: tuple[str, ...]
+    internal_only: frozenset[str]
+    since: date | None
+    until: date | None
+    target_mix: dict[str, float]
+    tolerance: float
+    fail_on_mismatch: bool
+    head_runs: int = 3
+    base_runs: int = 2
+    max_concurrency: int = 2
+    path: Path | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def out_dir(self) -> Path:
+        return paths.seasons_dir() / self.name
+
+    def target_cutoffs(self) -> dict[str, date]:
+        cutoffs = tiering.load_cutoffs()
+        unknown = [m for m in self.target_models if m not in cutoffs]
+        if unknown:
+            raise InputError(
+                f"{self.path}: target_models: no cutoff known for {unknown} "
+                f"(add them to data/model_cutoffs.toml)"
+            )
+        return {m: cutoffs[m] for m in self.target_models}
+
+
+def _err(path, field_name, problem):
+    return InputError(f"{path}: field '{field_name}': {problem}")
+
+
+def load_season(name: str, *, sources: list[str] | None = None) -> Season:
+    """`data/season_defs/<name>.toml`; `sources` overrides the file's list (CLI --source)."""
+    path = paths.data_dir() / "season_defs" / f"{name}.toml"
+    if not path.exists():
+        known = sorted(p.stem for p in path.parent.glob("*.toml"))
+        raise InputError(f"{path}: no season named {name!r} (known: {', '.join(known) or 'none'})")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: not valid TOML: {exc}") from None
+    if raw.get("name", name) != name:
+        raise _err(path, "name", f"must match the file name {name!r}")
+    window = raw.get("window", {})
+    dist = raw.get("distribution", {})
+    ext = raw.get("extraction", {})
+    mix = dict(dist.get("target", {}))
+    bad = [k for k in mix if k not in {d.value for d in StackDomain}]
+    if bad:
+        raise _err(path, "distribution.target", f"unknown stack domains {bad}")
+    season = Season(
+        name=name,
+        sources=tuple(sources or raw.get("sources") or ()),
+        target_models=tuple(raw.get("target_models", ())),
+        internal_only=frozenset(raw.get("internal_only", ())),
+        since=tiering.parse_date(window.get("since"), f"{path}: window.since"),
+        until=tiering.parse_date(window.get("until"), f"{path}: window.until"),
+        target_mix=mix,
+        tolerance=float(dist.get("tolerance", 0.15)),
+        fail_on_mismatch=bool(dist.get("fail_on_mismatch", False)),
+        head_runs=int(ext.get("head_runs", 3)),
+        base_runs=int(ext.get("base_runs", 2)),
+        max_concurrency=int(ext.get("max_concurrency", 2)),
+        path=path,
+        raw=raw,
+    )
+    if not season.sources:
+        raise _err(path, "sources", "must name at least one source")
+    if not season.target_models:
+        raise _err(path, "target_models", "must name at least one model (see data/model_cutoffs.toml)")
+    if season.head_runs < 3 or season.base_runs < 2:
+        raise _err(path, "extraction", "head_runs must be >= 3 and base_runs >= 2 (flakiness detection)")
+    return season

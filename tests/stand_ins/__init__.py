@@ -1,0 +1,1 @@
+"""Local stand-ins for services that cannot be reached from tests (GitHub)."""
