@@ -431,3 +431,7 @@ def main() -> None:
 
 def _print_error(exc: PbenchError) -> None:
     console.print(f"[red]error:[/red] {exc}", highlight=False)
+
+
+if __name__ == "__main__":
+    main()

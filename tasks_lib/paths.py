@@ -13,8 +13,14 @@ def data_dir() -> Path:
     return Path(os.environ.get("PBENCH_DATA_DIR", PROJECT_ROOT / "data"))
 
 
+def output_dir() -> Path:
+    """Where seasons and runs are written (gitignored under data/ by default; PBENCH_OUTPUT_DIR moves them,
+    e.g. to storage every worker can reach)."""
+    return Path(os.environ.get("PBENCH_OUTPUT_DIR", data_dir()))
+
+
 def cache_dir() -> Path:
-    """Clones, generated demo repositories, build contexts and build logs."""
+    """Clones, generated demo repositories, build logs, verdict cache, Prefect result storage."""
     return Path(os.environ.get("PBENCH_CACHE_DIR", data_dir() / "cache"))
 
 
@@ -23,11 +29,11 @@ def sources_dir() -> Path:
 
 
 def seasons_dir() -> Path:
-    return data_dir() / "seasons"
+    return output_dir() / "seasons"
 
 
 def runs_dir() -> Path:
-    return data_dir() / "runs"
+    return output_dir() / "runs"
 
 
 def containers_dir() -> Path:

@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import pytest
 
 _docker_ran = {"passed": 0, "failed": 0}
+
+
+def pytest_configure(config):
+    """Outputs, caches and Prefect's database go to a fresh folder per session, so a test that says "the first
+    run extracts, the rerun starts nothing" means it. Docker images are shared: they are keyed by content."""
+    root = tempfile.mkdtemp(prefix="pbench-tests-")
+    os.environ["PBENCH_OUTPUT_DIR"] = os.path.join(root, "out")
+    os.environ["PBENCH_CACHE_DIR"] = os.path.join(root, "cache")
+    os.environ["PREFECT_HOME"] = os.path.join(root, "prefect")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    from tasks_lib import prefect_env
+
+    prefect_env.configure()
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,68 @@
+"""Shared Docker-backed fixtures: the demo source, its repository, and one curated demo season."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tasks_lib.constants import LABEL
+
+
+@pytest.fixture(scope="session")
+def demo_source():
+    from tasks_lib.sources import load_source
+
+    return load_source("demo")
+
+
+@pytest.fixture(scope="session")
+def demo_repo(demo_source):
+    from tasks_lib import gitops
+
+    return gitops.repo_dir(demo_source)
+
+
+@pytest.fixture(scope="session")
+def demo_prs(demo_repo):
+    from tasks_lib.demo_repo import demo_prs_path, ensure_demo_repo
+
+    rows = [json.loads(line) for line in demo_prs_path(ensure_demo_repo()).read_text().splitlines()]
+    return {r["number"]: r for r in rows}
+
+
+class ContainerCounter:
+    """Counts containers the engine created between two instants, from the Docker daemon's own events."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def __enter__(self):
+        self.since = int(time.time())
+        time.sleep(1)  # events are second-resolution: keep earlier work out of the window
+        return self
+
+    def __exit__(self, *exc):
+        time.sleep(1)
+        until = int(time.time()) + 1
+        events = self.client.events(since=self.since, until=until, decode=True,
+                                    filters={"type": "container", "event": "create", "label": LABEL})
+        self.created = [e.get("Actor", {}).get("Attributes", {}).get("name") for e in events]
+        return False
+
+
+@pytest.fixture
+def container_counter(docker_engine):
+    return lambda: ContainerCounter(docker_engine)
+
+
+@pytest.fixture(scope="session")
+def curated_demo(docker_engine, base_images):
+    """The demo season, curated once for the whole session through the real Prefect flow and engine."""
+    from flows.curation import run_curation
+    from tasks_lib import paths
+
+    summary = run_curation("demo")
+    return {"summary": summary["demo"], "out": Path(paths.seasons_dir() / "demo")}

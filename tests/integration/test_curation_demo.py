@@ -1,0 +1,91 @@
+"""The demo curation season end to end through Prefect and the real engine (issue 3 must-shows)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from tasks_lib.demo_repo import DEMO_PRS, FLAKY_TEST_ID
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def _instances(out):
+    return {i["pr_number"]: i for i in map(json.loads, (out / "instances.jsonl").read_text().splitlines())}
+
+
+def test_feature_and_bugfix_prs_become_valid_instances(curated_demo):
+    """Every label comes from executed tests: the feature and bugfix PRs yield instances that validate."""
+    from tasks_lib import schema
+    from tasks_lib.sources import load_source
+
+    instances = _instances(curated_demo["out"])
+    source = load_source("demo")
+    for kind in ("feature", "bugfix"):
+        inst = instances[DEMO_PRS[kind]]
+        assert schema.validate_instance(inst, source) == []
+        assert inst["fail_to_pass"]["backend"] and inst["pass_to_pass"]["backend"]
+    bugfix = instances[DEMO_PRS["bugfix"]]
+    assert bugfix["fail_to_pass"]["backend"] == ["tests/test_items.py::test_read_item_not_found"]
+    assert not (set(bugfix["fail_to_pass"]["backend"]) & set(bugfix["pass_to_pass"]["backend"]))
+    # Loadable by analysts, and by `datasets` from the export folder.
+    assert len(pd.read_parquet(curated_demo["out"] / "instances.parquet")) == len(instances)
+    import datasets
+
+    assert datasets.load_from_disk(str(curated_demo["out"] / "hf"))["test"].num_rows == len(instances)
+    assert "FAIL_TO_PASS tests" in (curated_demo["out"] / "hf" / "README.md").read_text()
+
+
+def test_docs_and_bot_prs_are_rejected_with_reasons(curated_demo):
+    """Non-task PRs never reach extraction, and the filter says why."""
+    verdicts = pd.read_parquet(curated_demo["out"] / "filter.parquet").set_index("number")
+    docs, bot = verdicts.loc[DEMO_PRS["docs"]], verdicts.loc[DEMO_PRS["bot_bump"]]
+    assert not docs["kept"] and "docs_only" in list(docs["reasons"])
+    assert not bot["kept"] and "bot_author" in list(bot["reasons"])
+    extracted = set(pd.read_parquet(curated_demo["out"] / "extraction.parquet")["number"])
+    assert DEMO_PRS["docs"] not in extracted and DEMO_PRS["bot_bump"] not in extracted
+
+
+def test_collection_error_pr_is_rescued_by_the_fallback(curated_demo):
+    """When the base run dies at collection, F2P falls back to the tests the test patch adds that pass at head."""
+    ext = pd.read_parquet(curated_demo["out"] / "extraction.parquet").set_index("number")
+    row = ext.loc[DEMO_PRS["collection_error"]]
+    assert row["status"] == "ok" and row["fallback_used"]
+    inst = _instances(curated_demo["out"])[DEMO_PRS["collection_error"]]
+    assert inst["fail_to_pass"]["backend"] and all(t.startswith("tests/test_slugs.py::")
+                                                   for t in inst["fail_to_pass"]["backend"])
+    assert "fallback" in inst["notes"]
+
+
+def test_flaky_test_is_in_neither_list_and_reported(curated_demo):
+    """A test whose outcome changes across repeated runs is excluded from both lists and recorded as flaky."""
+    ext = pd.read_parquet(curated_demo["out"] / "extraction.parquet").set_index("number")
+    row = ext.loc[DEMO_PRS["flaky"]]
+    assert list(row["flaky_tests"]) == [FLAKY_TEST_ID]
+    assert row["head_runs"] >= 3 and row["base_runs"] >= 2
+    inst = _instances(curated_demo["out"])[DEMO_PRS["flaky"]]
+    assert FLAKY_TEST_ID not in inst["fail_to_pass"]["backend"] + inst["pass_to_pass"]["backend"]
+    assert FLAKY_TEST_ID in inst["notes"]
+
+
+def test_outputs_and_tiers(curated_demo):
+    """The season folder holds every stage's output; tiers follow the target model's cutoff (2025-06-01)."""
+    out = curated_demo["out"]
+    for name in ("prs.parquet", "filter.parquet", "distribution.parquet", "distribution.png", "extraction.parquet",
+                 "instances.parquet", "instances.jsonl", "rejected.parquet", "season.json"):
+        assert (out / name).exists(), name
+    for inst in _instances(out).values():
+        assert inst["contamination_tier"] == ("held_out" if inst["created_at"] > "2025-06-01" else "public")
+
+
+def test_rerun_of_the_season_starts_no_container(curated_demo, container_counter):
+    """A second run of the same season is answered from the cache: the Docker daemon sees no container."""
+    from flows.curation import run_curation
+
+    before = (curated_demo["out"] / "instances.jsonl").read_text()
+    with container_counter() as counted:
+        run_curation("demo")
+    assert counted.created == []
+    assert (curated_demo["out"] / "instances.jsonl").read_text() == before

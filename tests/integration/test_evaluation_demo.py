@@ -1,0 +1,129 @@
+"""Evaluation on the curated demo corpus through Prefect and the real engine (issue 4 must-shows)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from tasks_lib.demo_repo import DEMO_PRS
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+BUGFIX = f"prototypebench__demo-fullstack-{DEMO_PRS['bugfix']}"
+
+
+def _instances():
+    from tasks_lib import corpus
+
+    return {i["instance_id"]: i for i in corpus.load_corpus("demo")}
+
+
+def _evaluate(predictions, model, run_id, **kw):
+    from flows.evaluation import run_evaluation
+
+    return run_evaluation(max_workers=2, dataset="demo", predictions=predictions, model=model,
+                          model_cutoff="2025-06-01", run_id=run_id, **kw)
+
+
+def _wrong(patch: str) -> str:
+    assert '"Item not found"' in patch
+    return patch.replace('"Item not found"', '"Missing"')
+
+
+def _cheat(inst: dict) -> str:
+    """The wrong fix plus an edit of the hidden test's expectation, so that the edited test would pass."""
+    edit = inst["test_patch"].replace('{"detail": "Item not found"}', '{"detail": "Missing"}')
+    return _wrong(inst["patch"]) + edit
+
+
+@pytest.fixture(scope="module")
+def gold_run(curated_demo):
+    return _evaluate("gold", "gold", "gold-first")
+
+
+def test_gold_resolves_everything_and_empty_nothing(gold_run, curated_demo):
+    """The harness self-test: the reference patches resolve 100 %, the empty patch 0 %."""
+    assert gold_run["total"] == gold_run["resolved"] >= 4
+    empty = _evaluate("empty", "empty", "empty-run")
+    assert empty["resolved"] == 0 and empty["infra_failures"] == 0
+    assert set(empty["by_status"]) <= {"tests_failed", "test_collection_failed"}
+
+
+def test_results_parquet_has_the_documented_dtypes(gold_run):
+    """Analysts load results.parquet / tests.parquet with pandas and get the documented dtypes."""
+    from tasks_lib import reporting
+
+    out = gold_run["out_dir"]
+    df = pd.read_parquet(f"{out}/results.parquet")
+    assert list(df.columns) == reporting.RESULTS_SCHEMA.names
+    assert df["resolved"].dtype == bool and df["f2p_total"].dtype == "int64"
+    assert str(df["created_at"].dtype).startswith("datetime64") and df["duration_s"].dtype == "float64"
+    tests = pd.read_parquet(f"{out}/tests.parquet")
+    assert list(tests.columns) == reporting.TESTS_SCHEMA.names and tests["passed"].all()
+    report = json.loads(open(f"{out}/report.json").read())
+    assert report["model"] == "gold" and report["model_cutoff"] == "2025-06-01"
+    assert {"before_model_cutoff", "after_model_cutoff"} & set(report["by_contamination"])
+    assert (os.path.exists(f"{out}/logs/{BUGFIX}/backend/junit.xml"))
+
+
+def test_rerun_starts_no_container_and_one_changed_patch_reruns_one_instance(gold_run, container_counter, tmp_path):
+    """Verdicts are cached by content, not run id: the same predictions start nothing; changing one patch
+    reruns that instance only (one database + one test container)."""
+    instances = _instances()
+    with container_counter() as counted:
+        again = _evaluate("gold", "gold", "gold-second")
+    assert counted.created == [] and again["resolved"] == again["total"]
+    cached = pd.read_parquet(f"{again['out_dir']}/results.parquet")["cached"]
+    assert cached.all()
+
+    preds = tmp_path / "one-changed.jsonl"
+    preds.write_text("".join(
+        json.dumps({"instance_id": iid, "model_name_or_path": "m",
+                    "model_patch": _wrong(inst["patch"]) if iid == BUGFIX else inst["patch"]}) + "\n"
+        for iid, inst in instances.items()))
+    with container_counter() as counted:
+        changed = _evaluate(str(preds), "m", "one-changed")
+    df = pd.read_parquet(f"{changed['out_dir']}/results.parquet").set_index("instance_id")
+    assert list(df.index[~df["cached"]]) == [BUGFIX]
+    assert len(counted.created) == 2, counted.created
+    assert df.loc[BUGFIX, "status"] == "tests_failed" and not df.loc[BUGFIX, "resolved"]
+    assert df.drop(index=BUGFIX)["resolved"].all()
+
+
+def _score(iid, patch, tmp_path):
+    env = {k: v for k, v in os.environ.items()}
+    return subprocess.run([sys.executable, "-m", "tasks_lib.cli", "score", iid, "--patch", patch,
+                           "--out", str(tmp_path / "score")], capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_score_exit_codes(gold_run, tmp_path):
+    """`pbench score`: 0 resolved, 1 not resolved (a wrong patch is tests_failed), 2 malformed input."""
+    inst = _instances()[BUGFIX]
+    wrong = tmp_path / "wrong.diff"
+    wrong.write_text(_wrong(inst["patch"]))
+    malformed = tmp_path / "malformed.diff"
+    malformed.write_text("diff --git a/../../etc/passwd b/../../etc/passwd\n--- a/../../etc/passwd\n"
+                         "+++ b/../../etc/passwd\n@@ -1 +1 @@\n-root\n+toor\n")
+    assert _score(BUGFIX, "gold", tmp_path).returncode == 0
+    res = _score(BUGFIX, str(wrong), tmp_path)
+    assert res.returncode == 1 and "tests_failed" in res.stderr
+    res = _score(BUGFIX, str(malformed), tmp_path)
+    assert res.returncode == 2 and "patch_invalid" in res.stderr and ".." in res.stderr
+    res = _score(BUGFIX, str(tmp_path / "nope.diff"), tmp_path)
+    assert res.returncode == 2 and "no such file" in res.stderr
+
+
+def test_patch_that_edits_a_test_to_pass_is_not_resolved(gold_run, tmp_path):
+    """A patch that edits the hidden test is `patch_touches_tests`, never resolved; and even when the edit
+    reached a container, the engine restores test files before the forced test patch."""
+    inst = _instances()[BUGFIX]
+    preds = tmp_path / "cheat.json"
+    preds.write_text(json.dumps([{"instance_id": BUGFIX, "model_name_or_path": "cheater", "model_patch": _cheat(inst)}]))
+    rep = _evaluate(str(preds), "cheater", "cheater-run", ids=[BUGFIX])
+    assert rep["resolved"] == 0
+    assert rep["instances"][BUGFIX] == "patch_touches_tests"

@@ -1,0 +1,387 @@
+"""Evaluation outputs (issue 4, item 5): typed Parquet that analysts read with pandas, an honest report.
+
+The column names and pandas dtypes of `results.parquet` / `tests.parquet` are a contract; the report splits
+the score by stack domain, status and contamination relative to the model, and never hides infrastructure
+failures among the model's failures.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tasks_lib import reporting
+from tasks_lib.constants import HARNESS_VERSION, Status
+from tasks_lib.errors import InputError
+from tasks_lib.evaluation import TestRow as Row
+from tasks_lib.evaluation import Verdict
+
+CUTOFF = dt.date(2025, 6, 1)
+
+# What pyarrow -> pandas 3 gives for RESULTS_SCHEMA: strings are the `str` dtype, date32 is an object
+# column of datetime.date, timestamps keep their UTC zone at microsecond resolution.
+RESULTS_DTYPES = {
+    "run_id": "str",
+    "model": "str",
+    "model_cutoff": "object",
+    "instance_id": "str",
+    "repo": "str",
+    "stack_domain": "str",
+    "contamination_tier": "str",
+    "created_at": "datetime64[us, UTC]",
+    "after_model_cutoff": "bool",
+    "resolved": "bool",
+    "status": "str",
+    "infra_failure": "bool",
+    "backend_status": "str",
+    "frontend_status": "str",
+    "f2p_passed": "int64",
+    "f2p_total": "int64",
+    "p2p_passed": "int64",
+    "p2p_total": "int64",
+    "exit_code_mismatch": "bool",
+    "patch_sha256": "str",
+    "image_id": "str",
+    "harness_version": "str",
+    "duration_s": "float64",
+    "attempts": "int64",
+    "cached": "bool",
+    "trace_dir": "str",
+    "note": "str",
+}
+
+TESTS_DTYPES = {
+    "run_id": "str",
+    "model": "str",
+    "instance_id": "str",
+    "side": "str",
+    "test_id": "str",
+    "expected": "str",
+    "outcome": "str",
+    "passed": "bool",
+}
+
+
+def instance(n: int, domain: str, tier: str, created_at: str) -> dict:
+    return {
+        "instance_id": f"acme__shop-{n}",
+        "repo": "acme/shop",
+        "stack_domain": domain,
+        "contamination_tier": tier,
+        "created_at": created_at,
+    }
+
+
+def row(side, test_id, expected, outcome):
+    return Row(side, test_id, expected, outcome, outcome == "passed")
+
+
+# Four instances: two merged after the model's cutoff, two before; one infra failure; one mismatch.
+INSTANCES = [
+    instance(1, "backend_only", "held_out", "2025-07-01T10:00:00Z"),
+    instance(2, "fullstack", "public", "2025-03-01T10:00:00Z"),
+    instance(3, "backend_only", "held_out", "2025-08-01T10:00:00Z"),
+    instance(4, "frontend_only", "public", "2025-01-01T10:00:00Z"),
+]
+VERDICTS = [
+    Verdict(
+        "acme__shop-1",
+        True,
+        Status.RESOLVED.value,
+        1,
+        1,
+        2,
+        2,
+        backend_status="resolved",
+        patch_sha256="a" * 64,
+        image_id="sha256:img",
+        duration_s=12.5,
+        attempts=1,
+        trace_dir="/runs/r/logs/acme__shop-1",
+        tests=[
+            row("backend", "tests/test_a.py::test_new", "fail_to_pass", "passed"),
+            row("backend", "tests/test_a.py::test_old", "pass_to_pass", "passed"),
+            row("backend", "tests/test_a.py::test_other", "pass_to_pass", "passed"),
+        ],
+    ),
+    Verdict(
+        "acme__shop-2",
+        False,
+        Status.TESTS_FAILED.value,
+        1,
+        2,
+        0,
+        1,
+        backend_status="resolved",
+        frontend_status="tests_failed",
+        exit_code_mismatch=True,
+        duration_s=30.0,
+        attempts=1,
+        note="test exit code contradicts the parsed results",
+        tests=[
+            row("backend", "tests/test_b.py::test_x", "fail_to_pass", "passed"),
+            row("frontend", "tests/items.spec.ts:42:3 › Items › archive", "fail_to_pass", "missing"),
+            row("backend", "tests/test_b.py::test_y", "pass_to_pass", "skipped"),
+        ],
+    ),
+    Verdict(
+        "acme__shop-3",
+        False,
+        Status.TIMEOUT.value,
+        0,
+        1,
+        0,
+        0,
+        backend_status="timeout",
+        duration_s=900.0,
+        attempts=3,
+        tests=[row("backend", "tests/test_c.py::test_slow", "fail_to_pass", "missing")],
+    ),
+    Verdict(
+        "acme__shop-4",
+        True,
+        Status.RESOLVED.value,
+        1,
+        1,
+        0,
+        0,
+        frontend_status="resolved",
+        cached=True,
+        tests=[row("frontend", "tests/home.spec.ts:3:1 › Home › loads", "fail_to_pass", "passed")],
+    ),
+]
+META = {"run_id": "run-a", "model": "model-a", "model_cutoff": str(CUTOFF)}
+
+
+def build(run_id="run-a", model="model-a", verdicts=VERDICTS):
+    rows = [reporting.result_row(run_id, model, CUTOFF, i, v) for i, v in zip(INSTANCES, verdicts, strict=True)]
+    tests = [t for v in verdicts for t in reporting.test_rows(run_id, model, v)]
+    return rows, tests
+
+
+@pytest.fixture
+def run_dir(tmp_path) -> tuple[Path, dict]:
+    rows, tests = build()
+    out = tmp_path / "runs" / "run-a"
+    report = reporting.write_run_outputs(out, rows, tests, META)
+    return out, report
+
+
+# --------------------------------------------------------------------------- results.parquet / tests.parquet
+
+
+def test_results_parquet_has_exactly_the_documented_columns_and_dtypes(run_dir):
+    """Rule: `results.parquet` loads in pandas with the documented column names, order and dtypes."""
+    out, _ = run_dir
+    df = pd.read_parquet(out / "results.parquet")
+    assert {c: str(t) for c, t in df.dtypes.items()} == RESULTS_DTYPES
+    assert list(df.columns) == list(RESULTS_DTYPES)
+    assert len(df) == len(INSTANCES)  # one row per model x instance
+
+
+def test_results_parquet_values(run_dir):
+    """Rule: the stored values are what the verdicts and instances say, typed (dates, UTC times, counts)."""
+    out, _ = run_dir
+    df = pd.read_parquet(out / "results.parquet").set_index("instance_id")
+    assert all(type(v) is dt.date and v == CUTOFF for v in df["model_cutoff"])
+    assert df.loc["acme__shop-1", "created_at"] == pd.Timestamp("2025-07-01T10:00:00Z")
+    assert str(df.loc["acme__shop-1", "created_at"].tz) == "UTC"
+    assert df["after_model_cutoff"].to_dict() == {
+        "acme__shop-1": True,
+        "acme__shop-2": False,
+        "acme__shop-3": True,
+        "acme__shop-4": False,
+    }
+    assert df["infra_failure"].to_dict() == {
+        "acme__shop-1": False,
+        "acme__shop-2": False,
+        "acme__shop-3": True,
+        "acme__shop-4": False,
+    }
+    assert df.loc["acme__shop-2", ["f2p_passed", "f2p_total", "p2p_passed", "p2p_total"]].tolist() == [1, 2, 0, 1]
+    assert bool(df.loc["acme__shop-2", "exit_code_mismatch"])
+    assert df.loc["acme__shop-3", "attempts"] == 3
+    assert df.loc["acme__shop-1", "duration_s"] == 12.5
+    assert bool(df.loc["acme__shop-4", "cached"])
+    assert pd.isna(df.loc["acme__shop-1", "frontend_status"])  # no frontend side: null, not "None"
+    assert (df["harness_version"] == HARNESS_VERSION).all()
+    assert (df["model"] == "model-a").all() and (df["run_id"] == "run-a").all()
+
+
+def test_tests_parquet_has_exactly_the_documented_columns_and_dtypes(run_dir):
+    """Rule: `tests.parquet` has one row per graded test, with the documented columns and dtypes."""
+    out, _ = run_dir
+    df = pd.read_parquet(out / "tests.parquet")
+    assert {c: str(t) for c, t in df.dtypes.items()} == TESTS_DTYPES
+    assert list(df.columns) == list(TESTS_DTYPES)
+    assert len(df) == sum(len(v.tests) for v in VERDICTS)
+    missing = df[df["outcome"] == "missing"]
+    assert set(missing["instance_id"]) == {"acme__shop-2", "acme__shop-3"}
+    assert not missing["passed"].any()
+    assert set(df["expected"]) == {"fail_to_pass", "pass_to_pass"}
+    assert "tests/items.spec.ts:42:3 › Items › archive" in set(df["test_id"])  # Playwright ids survive
+
+
+def test_empty_run_still_has_the_typed_schema(tmp_path):
+    """Rule: the schema is fixed by the module, not inferred from rows: an empty run has the same dtypes."""
+    reporting.write_run_outputs(tmp_path, [], [], META)
+    df = pd.read_parquet(tmp_path / "results.parquet")
+    assert list(df.columns) == list(RESULTS_DTYPES)
+    assert df["resolved"].dtype == bool and df["f2p_passed"].dtype == "int64"
+    assert list(pd.read_parquet(tmp_path / "tests.parquet").columns) == list(TESTS_DTYPES)
+
+
+def test_no_temporary_files_are_left_behind(run_dir):
+    """Rule: Parquet is written through a temporary file and a rename; only the outputs remain."""
+    out, _ = run_dir
+    assert sorted(p.name for p in out.iterdir()) == [
+        "report.json",
+        "report.txt",
+        "results.parquet",
+        "tests.parquet",
+    ]
+
+
+# --------------------------------------------------------------------------- report.json
+
+
+def test_report_json_splits_the_score(run_dir):
+    """Rule: the report splits the score by stack domain, status and contamination relative to the model."""
+    out, report = run_dir
+    on_disk = json.loads((out / "report.json").read_text())
+    assert on_disk == json.loads(json.dumps(report, default=str))
+    assert on_disk["run_id"] == "run-a" and on_disk["model"] == "model-a"
+    assert on_disk["model_cutoff"] == "2025-06-01"
+    assert (on_disk["total"], on_disk["resolved"], on_disk["score"]) == (4, 2, 0.5)
+    assert on_disk["by_stack_domain"] == {
+        "backend_only": {"resolved": 1, "total": 2, "rate": 0.5},
+        "frontend_only": {"resolved": 1, "total": 1, "rate": 1.0},
+        "fullstack": {"resolved": 0, "total": 1, "rate": 0.0},
+    }
+    assert on_disk["by_contamination"] == {
+        "after_model_cutoff": {"resolved": 1, "total": 2, "rate": 0.5},
+        "before_model_cutoff": {"resolved": 1, "total": 2, "rate": 0.5},
+    }
+    assert on_disk["by_tier"]["held_out"] == {"resolved": 1, "total": 2, "rate": 0.5}
+    assert on_disk["by_status"] == {"resolved": 2, "tests_failed": 1, "timeout": 1}
+    assert on_disk["exit_code_mismatches"] == ["acme__shop-2"]
+    assert on_disk["instances"]["acme__shop-3"] == "timeout"
+
+
+def test_infra_failures_are_counted_separately(run_dir):
+    """Rule: infrastructure failures are reported in their own column, and a score without them is given,
+    so harness trouble is never silently mixed into the model's failures."""
+    _, report = run_dir
+    assert report["infra_failures"] == 1
+    assert report["score_excluding_infra"] == round(2 / 3, 4)
+    assert report["score"] == 0.5
+
+
+def test_contamination_split_is_relative_to_the_models_cutoff_not_the_tier():
+    """Rule: 'after the model cutoff' compares the merge date with THIS model's cutoff, whatever the tier."""
+    inst = instance(9, "backend_only", "public", "2025-06-02T00:00:00Z")  # public for the season, but later
+    v = Verdict("acme__shop-9", True, "resolved", 1, 1)
+    assert reporting.result_row("r", "m", CUTOFF, inst, v)["after_model_cutoff"] is True
+    v_on = dict(inst, created_at="2025-06-01T23:59:59Z")
+    assert reporting.result_row("r", "m", CUTOFF, v_on, v)["after_model_cutoff"] is False
+
+
+@pytest.mark.parametrize("status", ["infra_error", "image_build_failed", "timeout"])
+def test_every_infra_status_is_flagged(status):
+    """Rule: infra_error, image_build_failed and timeout are infrastructure, in their own column."""
+    inst = instance(5, "backend_only", "public", "2025-01-01T00:00:00Z")
+    row_ = reporting.result_row("r", "m", CUTOFF, inst, Verdict("acme__shop-5", False, status))
+    assert row_["infra_failure"] is True
+    report = reporting.build_report([row_], {})
+    assert report["infra_failures"] == 1 and report["score_excluding_infra"] == 0.0
+
+
+@pytest.mark.parametrize("status", ["tests_failed", "patch_apply_failed", "patch_invalid", "test_collection_failed"])
+def test_model_failures_are_not_infra(status):
+    """Rule: a patch that fails, does not apply, is invalid or breaks collection is the model's failure."""
+    inst = instance(6, "backend_only", "public", "2025-01-01T00:00:00Z")
+    row_ = reporting.result_row("r", "m", CUTOFF, inst, Verdict("acme__shop-6", False, status))
+    assert row_["infra_failure"] is False
+
+
+# --------------------------------------------------------------------------- text table
+
+
+def test_text_table_is_fixed_width(run_dir):
+    """Rule: the run's text table is fixed-width: split rows align with the header and with each other."""
+    out, report = run_dir
+    text = reporting.text_table(report)
+    assert (out / "report.txt").read_text() == text
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("split"))
+    table = []
+    for line in lines[header:]:
+        if not line:
+            break
+        table.append(line)
+    assert len(table) == 2 + 3 + 2 + 2  # header, rule, 3 domains, 2 contamination sides, 2 tiers
+    assert len({len(line) for line in table}) == 1
+    slashes = {line.index("/") for line in table[2:]}
+    assert len(slashes) == 1  # the counts column lines up
+    assert any(line.startswith("contamination: after_model_cutoff") for line in table)
+    assert "model-a" in lines[0] and "2025-06-01" in lines[0] and "run-a" in lines[0]
+    assert "infra failures 1" in text
+    assert "acme__shop-2" in text  # exit-code contradictions are listed by instance
+
+
+def test_text_table_status_counts_align():
+    """Rule: the status section is a right-aligned count column followed by the status."""
+    rows, _ = build()
+    text = reporting.text_table(reporting.build_report(rows, META))
+    section = text.split("verdicts by status\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert section == ["    2  resolved", "    1  tests_failed", "    1  timeout"]
+
+
+# --------------------------------------------------------------------------- leaderboard
+
+
+def test_leaderboard_over_two_runs_of_two_models(tmp_path):
+    """Rule: `pbench report DIR…` aggregates runs into models x domains x tiers, with failures by kind."""
+    rows_a, tests_a = build("run-a", "model-a")
+    reporting.write_run_outputs(tmp_path / "run-a", rows_a, tests_a, META)
+    verdicts_b = [
+        Verdict(v.instance_id, False, Status.TESTS_FAILED.value, 0, v.f2p_total) if i < 2 else v
+        for i, v in enumerate(VERDICTS)
+    ]
+    rows_b, tests_b = build("run-b", "model-b", verdicts_b)
+    reporting.write_run_outputs(tmp_path / "run-b", rows_b, tests_b, {**META, "run_id": "run-b", "model": "model-b"})
+
+    text = reporting.leaderboard([tmp_path / "run-a", tmp_path / "run-b"])
+    lines = text.splitlines()
+    assert "2 run(s), 8 verdicts" in lines[0]
+    header = lines[2].split()
+    assert header == [
+        "model",
+        "all",
+        "backend_only",
+        "frontend_only",
+        "fullstack",
+        "tier:held_out",
+        "tier:public",
+        "after-cutoff",
+    ]
+    row_a = next(line for line in lines if line.startswith("model-a"))
+    row_b = next(line for line in lines if line.startswith("model-b"))
+    assert row_a.split()[1:] == ["2/4", "1/2", "1/1", "0/1", "1/2", "1/2", "1/2"]
+    assert row_b.split()[1:] == ["1/4", "0/2", "1/1", "0/1", "0/2", "1/2", "0/2"]
+    assert len(row_a) == len(row_b) == len(lines[2])  # fixed width
+    failures = text.split("failures by kind\n", 1)[1].splitlines()
+    assert "    1  tests_failed             model-a" in failures
+    assert "    1  timeout                  model-a" in failures
+    assert "    2  tests_failed             model-b" in failures
+    assert "    1  timeout                  model-b" in failures
+
+
+def test_leaderboard_refuses_a_folder_that_is_not_a_run(tmp_path):
+    """Rule: a folder without results.parquet is named in an InputError (exit 2), not skipped."""
+    with pytest.raises(InputError, match="results.parquet"):
+        reporting.leaderboard([tmp_path])
