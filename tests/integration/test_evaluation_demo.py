@@ -65,7 +65,8 @@ def test_results_parquet_has_the_documented_dtypes(gold_run):
     assert str(df["created_at"].dtype).startswith("datetime64") and df["duration_s"].dtype == "float64"
     tests = pd.read_parquet(f"{out}/tests.parquet")
     assert list(tests.columns) == reporting.TESTS_SCHEMA.names and tests["passed"].all()
-    report = json.loads(open(f"{out}/report.json").read())
+    with open(f"{out}/report.json") as fh:
+        report = json.load(fh)
     assert report["model"] == "gold" and report["model_cutoff"] == "2025-06-01"
     assert {"before_model_cutoff", "after_model_cutoff"} & set(report["by_contamination"])
     assert (os.path.exists(f"{out}/logs/{BUGFIX}/backend/junit.xml"))
