@@ -15,13 +15,15 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.futures import as_completed
 from prefect.logging import get_run_logger
-from prefect.task_runners import ThreadPoolTaskRunner
 
+from flows.runners import task_runner
 from tasks_lib import curation, extraction, gitops
 from tasks_lib.constants import ExtractionStatus
-from tasks_lib.errors import InfraError
+from tasks_lib.errors import InfraError, InputError
 from tasks_lib.season import Season, load_season
 from tasks_lib.sources import load_source
+
+STAGES = ("crawl", "filter", "distribution")
 
 
 def _logger():
@@ -121,8 +123,14 @@ def curation_season(
     prs_file: str | None = None,
     mirror: str | None = None,
     limit: int | None = None,
+    until: str | None = None,
 ) -> dict:
-    """Crawl -> filter -> distribution -> extraction -> packaging/tiering/validation, per source."""
+    """Crawl -> filter -> distribution -> extraction -> packaging/tiering/validation, per source.
+
+    `until="distribution"` stops after the offline stages (no container): a first look at a new export.
+    """
+    if until not in (None, *STAGES):
+        raise InputError(f"--until: one of {', '.join(STAGES)}, got {until!r}")
     logger = _logger()
     spec = load_season(season, sources=sources)
     summaries = {}
@@ -131,9 +139,18 @@ def curation_season(
         out = spec.out_dir if len(spec.sources) == 1 else spec.out_dir / source_name
         out.mkdir(parents=True, exist_ok=True)
         crawl(spec, source_name, crawl_method, prs_file, mirror, str(out))
+        if until == "crawl":
+            summaries[source_name] = {"out": str(out), "stopped_after": until}
+            continue
         filter_stage(source_name, str(out))
+        if until == "filter":
+            summaries[source_name] = {"out": str(out), "stopped_after": until}
+            continue
         for warning in distribution_stage(spec, source_name, str(out)):
             logger.warning("distribution: %s", warning)
+        if until == "distribution":
+            summaries[source_name] = {"out": str(out), "stopped_after": until}
+            continue
 
         repo = gitops.repo_dir(source, mirror)
         candidates = curation.extraction_candidates(source, out)
@@ -215,7 +232,13 @@ def curation_season(
     return summaries
 
 
-def run_curation(season: str, sources: list[str] | None = None, **kwargs) -> dict:
+def run_curation(
+    season: str,
+    sources: list[str] | None = None,
+    dask_address: str | None = None,
+    dask_workers: int | None = None,
+    **kwargs,
+) -> dict:
     spec = load_season(season, sources=sources)
-    runner = ThreadPoolTaskRunner(max_workers=max(1, spec.max_concurrency))
+    runner = task_runner(spec.max_concurrency, dask_address, dask_workers)
     return curation_season.with_options(task_runner=runner)(season=season, sources=sources, **kwargs)

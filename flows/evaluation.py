@@ -13,12 +13,9 @@ from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 from prefect.futures import as_completed
-from prefect.task_runners import ThreadPoolTaskRunner
 
-from tasks_lib import evaluation
-
-# In-process listeners (the CLI's progress bar). Not a flow parameter: callables do not serialise.
-PROGRESS_CALLBACKS: list = []
+from flows.runners import task_runner
+from tasks_lib import evaluation, progress
 
 
 @task(cache_policy=NONE, task_run_name="score {instance_id}")
@@ -63,8 +60,7 @@ def evaluate_model(
             f"[{len(verdicts)}/{len(futures)}] {v.instance_id}: {v.status}{' (cached)' if v.cached else ''} — "
             f"resolved {counts['resolved']}, failed {counts['failed']}, errored {counts['errored']}"
         )
-        for callback in PROGRESS_CALLBACKS:
-            callback(v, counts, len(futures))
+        progress.notify(v, counts, len(futures))
     report = evaluation.finish_run(plan, verdicts)
     create_markdown_artifact(
         key=f"report-{_key(plan.run_id)}",
@@ -84,6 +80,8 @@ def _key(text: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in text.lower())[:100]
 
 
-def run_evaluation(max_workers: int = 2, **kwargs) -> dict:
-    runner = ThreadPoolTaskRunner(max_workers=max(1, max_workers))
+def run_evaluation(
+    max_workers: int = 2, dask_address: str | None = None, dask_workers: int | None = None, **kwargs
+) -> dict:
+    runner = task_runner(max_workers, dask_address, dask_workers)
     return evaluate_model.with_options(task_runner=runner)(**kwargs)

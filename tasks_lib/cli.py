@@ -76,6 +76,22 @@ def images_env(
 
 
 @app.command()
+def limits(
+    docker_slots: int = typer.Option(2, min=1, help="Test stacks running at once on this host."),
+    github_per_hour: int = typer.Option(4000, min=1, help="GitHub API calls per hour (of the 5000 allowed)."),
+):
+    """Create or update the Prefect global concurrency limits (Docker slots of this host, GitHub API)."""
+    _prefect()
+    from tasks_lib import limits as limits_mod
+
+    for name, spec in limits_mod.ensure_limits(docker_slots, github_per_hour).items():
+        typer.echo(
+            f"{name}: limit {spec['limit']}, decay {spec['slot_decay_per_second']:.3f}/s, "
+            f"active {spec['active']}"
+        )
+
+
+@app.command()
 def cleanup():
     """Remove every container, network and volume left by an interrupted run (by the project's label)."""
     from tasks_lib import engine
@@ -150,6 +166,7 @@ def curate(
     prs_file: Path | None = typer.Option(None, help="A `gh pr list --json` export to import."),
     mirror: Path | None = typer.Option(None, help="Local mirror of the source repository."),
     limit: int | None = typer.Option(None, help="Extract at most N PRs (highest priority first)."),
+    until: str | None = typer.Option(None, help="Stop after this stage: crawl, filter or distribution."),
 ):
     """Run a curation season: crawl, filter, distribution, extraction, packaging, validation, tiering."""
     if prs_file is not None and not prs_file.is_file():
@@ -170,6 +187,26 @@ def curate(
             f"[bold]{name}[/bold]: {summary['instances']} instance(s), {summary['rejected']} rejected "
             f"by schema, extraction {summary['extraction']} -> {summary['out']}"
         )
+
+
+def _print_offline_summary(name: str, out: Path, stage: str) -> None:
+    """Counts per stage and per rejection reason, from the files the stages wrote."""
+    import pandas as pd
+
+    prs = pd.read_parquet(out / "prs.parquet")
+    console.print(f"[bold]{name}[/bold]: crawl {len(prs)} merged PR(s) -> {out / 'prs.parquet'}")
+    if stage == "crawl":
+        return
+    verdicts = pd.read_parquet(out / "filter.parquet")
+    kept = int(verdicts["kept"].sum())
+    console.print(f"filter: {kept} kept, {len(verdicts) - kept} rejected")
+    reasons = verdicts.loc[~verdicts["kept"], "reasons"].explode().value_counts()
+    for reason, n in reasons.items():
+        console.print(f"  {n:>4}  {reason}", highlight=False)
+    if stage == "distribution":
+        dist = pd.read_parquet(out / "distribution.parquet")
+        for row in dist[dist["dimension"] == "domain"].itertuples():
+            console.print(f"distribution: {row.value:14} {row.count:>4}  {row.fraction:.0%}", highlight=False)
 
 
 def _corpus(dataset: str) -> list[dict]:
@@ -280,11 +317,14 @@ def _evaluate(
     tiers=(),
     source=None,
     mirror=None,
+    dask_address=None,
+    dask_workers=None,
 ) -> dict:
     _prefect()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from flows import evaluation as eval_flow
+    from tasks_lib import progress
 
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -294,6 +334,8 @@ def _evaluate(
         TimeElapsedColumn(),
         console=console,
         transient=False,
+        redirect_stdout=False,  # a proxied stdout holds a lock that Dask cannot pickle with task context
+        redirect_stderr=False,
     ) as bar:
         job = bar.add_task(f"{model}", total=None, counts="")
 
@@ -306,10 +348,12 @@ def _evaluate(
                 f"{counts['failed']} · errored {counts['errored']}",
             )
 
-        eval_flow.PROGRESS_CALLBACKS.append(on_verdict)
+        progress.CALLBACKS.append(on_verdict)
         try:
             return eval_flow.run_evaluation(
                 max_workers=max_workers,
+                dask_address=dask_address,
+                dask_workers=dask_workers,
                 dataset=dataset,
                 predictions=predictions,
                 model=model,
@@ -322,7 +366,7 @@ def _evaluate(
                 mirror=str(mirror) if mirror else None,
             )
         finally:
-            eval_flow.PROGRESS_CALLBACKS.remove(on_verdict)
+            progress.CALLBACKS.remove(on_verdict)
 
 
 @app.command()
@@ -338,10 +382,28 @@ def evaluate(
     tier: list[str] = typer.Option([], help="Only these contamination tiers."),
     source: str | None = typer.Option(None, help="Source record (default: by each instance's repo)."),
     mirror: Path | None = typer.Option(None, help="Local mirror of the source repository."),
+    dask_address: str | None = typer.Option(
+        None, help="Run the fan-out on this Dask scheduler (tcp://host:8786)."
+    ),
+    dask_workers: int | None = typer.Option(
+        None, help="Run the fan-out on a local Dask cluster of N workers."
+    ),
 ):
     """Evaluate one model's predictions: data/runs/<run_id>/ with Parquet results and a report."""
     report = _evaluate(
-        dataset, predictions, model, model_cutoff, run_id, max_workers, ids, domain, tier, source, mirror
+        dataset,
+        predictions,
+        model,
+        model_cutoff,
+        run_id,
+        max_workers,
+        ids,
+        domain,
+        tier,
+        source,
+        mirror,
+        dask_address=dask_address,
+        dask_workers=dask_workers,
     )
     typer.echo((Path(report["out_dir"]) / "report.txt").read_text())
 
@@ -388,7 +450,7 @@ def validate(
 @app.command()
 def demo(max_workers: int = typer.Option(2, min=1)):
     """The main job on the embedded demo source: curation season `demo`, then gold/empty evaluation."""
-    curate(season="demo", source=[], crawl=None, prs_file=None, mirror=None, limit=None)
+    curate(season="demo", source=[], crawl=None, prs_file=None, mirror=None, limit=None, until=None)
     validate(dataset="demo", max_workers=max_workers, source=None, mirror=None)
 
 

@@ -13,6 +13,8 @@ SCHEMA_VERSION = "0.1"
 # can be found (and removed) by `pbench cleanup` and by the test suite's leak check.
 LABEL = "io.prototypebench.managed"
 LABEL_RUN = "io.prototypebench.run"
+# Who started the run (PBENCH_OWNER, default "pbench"): a test session checks for leaks of its own objects only.
+LABEL_OWNER = "io.prototypebench.owner"
 
 
 class Status(StrEnum):

@@ -15,9 +15,12 @@ _LIST_FIELDS = ("fail_to_pass", "pass_to_pass")
 
 def _normalise(row: dict) -> dict:
     """Parquet / datasets give numpy arrays and None where JSONL gives lists and strings."""
-    out = dict(row)
+    # Parquet via pandas gives NaN for a null string: a missing optional field, like in JSONL.
+    out = {k: v for k, v in dict(row).items() if not (isinstance(v, float) and v != v)}
     for key in _LIST_FIELDS:
         value = out.get(key)
+        if value is None and isinstance(out.get(key.upper()), str):  # a flat SWE-bench export
+            value = out[key.upper()]
         if isinstance(value, str):  # a flat SWE-bench export: JSON strings
             value = {"backend": json.loads(value), "frontend": []}
         value = dict(value or {})
@@ -58,7 +61,7 @@ def load_corpus(spec: str | Path) -> list[dict]:
     if path.is_dir():
         if (path / "instances.jsonl").exists():
             path = path / "instances.jsonl"
-        elif (path / "dataset_info.json").exists() or (path / "state.json").exists():
+        elif any((path / n).exists() for n in ("dataset_dict.json", "dataset_info.json", "state.json")):
             return _from_disk(path)
         elif (path / "hf").is_dir():
             return _from_disk(path / "hf")

@@ -12,15 +12,16 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import tarfile
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tasks_lib import docker_client, gitops, globs, images, junit, paths
+from tasks_lib import docker_client, gitops, globs, images, junit, limits, paths
 from tasks_lib.config import Settings
-from tasks_lib.constants import LABEL, LABEL_RUN, Outcome, RunStatus, Side
+from tasks_lib.constants import LABEL, LABEL_OWNER, LABEL_RUN, Outcome, RunStatus, Side
 from tasks_lib.errors import ImageBuildError, InfraError
 from tasks_lib.sources import SourceRecord
 
@@ -132,7 +133,7 @@ class _Stack:
     def __init__(self, client, run_id: str):
         self.client = client
         self.run_id = run_id
-        self.labels = {LABEL: "1", LABEL_RUN: run_id}
+        self.labels = {LABEL: "1", LABEL_RUN: run_id, LABEL_OWNER: os.environ.get("PBENCH_OWNER", "pbench")}
         self.containers: list = []
         self.network = None
         self.volumes: list = []
@@ -265,7 +266,15 @@ def _read_results(result: RunResult, out: Path, runner_exit: int) -> None:
 
 
 def run_tests(request: RunRequest, settings: Settings | None = None) -> RunResult:
-    """Run one side's tests for one task. Never raises for a task-level problem: the status says it."""
+    """Run one side's tests for one task. Never raises for a task-level problem: the status says it.
+
+    Holds one Docker slot of this host (a Prefect global concurrency limit, when configured) throughout.
+    """
+    with limits.docker_slot():
+        return _run_tests(request, settings)
+
+
+def _run_tests(request: RunRequest, settings: Settings | None = None) -> RunResult:
     settings = settings or Settings.from_env()
     start = time.monotonic()
     timeout = request.timeout_s or request.source.backend.timeout_s

@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
+import socket
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -53,6 +55,7 @@ class Verdict:
     duration_s: float = 0.0
     attempts: int = 0
     cached: bool = False
+    executed_by: str = ""  # host:pid that ran the containers (a Dask worker, or the flow's process)
     trace_dir: str = ""
     note: str = ""
     tests: list[TestRow] = field(default_factory=list)
@@ -242,6 +245,7 @@ def score_instance(
     verdict.note = total.note
     verdict.tests = rows
     verdict.duration_s = round(time.monotonic() - start, 3)
+    verdict.executed_by = f"{socket.gethostname()}:{os.getpid()}"
     cache.put(key, verdict)
     return verdict
 

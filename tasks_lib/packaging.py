@@ -49,10 +49,16 @@ def environment(source: SourceRecord, repo: Path, base: str) -> dict:
 
 
 def difficulty(patch_text: str) -> str:
-    """A coarse, documented proxy: changed non-test lines of the reference patch."""
-    changed = sum(
-        1 for line in patch_text.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---"))
-    )
+    """A coarse, documented proxy: changed non-test lines of the reference patch (hunk bodies only)."""
+    changed = 0
+    in_hunk = False
+    for line in patch_text.splitlines():
+        if line.startswith("diff --git "):
+            in_hunk = False
+        elif line.startswith("@@"):
+            in_hunk = True
+        elif in_hunk and line[:1] in ("+", "-"):
+            changed += 1
     if changed <= 10:
         return "easy"
     if changed <= 80:

@@ -45,6 +45,7 @@ RESULTS_SCHEMA = pa.schema(
         ("duration_s", pa.float64()),
         ("attempts", pa.int64()),
         ("cached", pa.bool_()),
+        ("executed_by", pa.string()),
         ("trace_dir", pa.string()),
         ("note", pa.string()),
     ]
@@ -95,6 +96,7 @@ def result_row(run_id: str, model: str, cutoff: date, instance: dict, verdict) -
         "duration_s": float(verdict.duration_s),
         "attempts": int(verdict.attempts),
         "cached": bool(verdict.cached),
+        "executed_by": verdict.executed_by,
         "trace_dir": verdict.trace_dir,
         "note": verdict.note,
     }

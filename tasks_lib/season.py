@@ -49,6 +49,20 @@ def _err(path, field_name, problem):
     return InputError(f"{path}: field '{field_name}': {problem}")
 
 
+def _str_list(path, raw: dict, key: str) -> tuple[str, ...]:
+    value = raw.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _err(path, key, f"must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _number(path, table: dict, key: str, kind, default, where: str):
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int):
+        raise _err(path, f"{where}.{key}", f"must be a {'number' if kind is float else 'whole number'}, got {value!r}")
+    return kind(value)
+
+
 def load_season(name: str, *, sources: list[str] | None = None) -> Season:
     """`data/season_defs/<name>.toml`; `sources` overrides the file's list (CLI --source)."""
     path = paths.data_dir() / "season_defs" / f"{name}.toml"
@@ -70,17 +84,17 @@ def load_season(name: str, *, sources: list[str] | None = None) -> Season:
         raise _err(path, "distribution.target", f"unknown stack domains {bad}")
     season = Season(
         name=name,
-        sources=tuple(sources or raw.get("sources") or ()),
-        target_models=tuple(raw.get("target_models", ())),
-        internal_only=frozenset(raw.get("internal_only", ())),
+        sources=tuple(sources) if sources else _str_list(path, raw, "sources"),
+        target_models=_str_list(path, raw, "target_models"),
+        internal_only=frozenset(_str_list(path, raw, "internal_only")),
         since=tiering.parse_date(window.get("since"), f"{path}: window.since"),
         until=tiering.parse_date(window.get("until"), f"{path}: window.until"),
         target_mix=mix,
-        tolerance=float(dist.get("tolerance", 0.15)),
+        tolerance=_number(path, dist, "tolerance", float, 0.15, "distribution"),
         fail_on_mismatch=bool(dist.get("fail_on_mismatch", False)),
-        head_runs=int(ext.get("head_runs", 3)),
-        base_runs=int(ext.get("base_runs", 2)),
-        max_concurrency=int(ext.get("max_concurrency", 2)),
+        head_runs=_number(path, ext, "head_runs", int, 3, "extraction"),
+        base_runs=_number(path, ext, "base_runs", int, 2, "extraction"),
+        max_concurrency=_number(path, ext, "max_concurrency", int, 2, "extraction"),
         path=path,
         raw=raw,
     )

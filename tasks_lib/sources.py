@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import re
+import string
 import tomllib
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -289,7 +290,11 @@ def _parse_services(f: _Fields) -> tuple[ServiceSpec, ...]:
         sf = _Fields(f.path, item, f"{f.prefix}services[{i}].")
         env = sf.str_map("env")
         for var, template in env.items():
-            for name in re.findall(r"{(\w+)}", template):
+            try:
+                names = [fld for _, fld, _, _ in string.Formatter().parse(template) if fld is not None]
+            except ValueError as exc:
+                raise sf.fail(f"env.{var}", f"malformed template {template!r}: {exc}") from None
+            for name in names:
                 if name not in _SERVICE_VARS:
                     raise sf.fail(
                         f"env.{var}", f"unknown placeholder {{{name}}}; use {', '.join(_SERVICE_VARS)}"
@@ -356,6 +361,15 @@ def _parse_eras(f: _Fields) -> tuple[Era, ...]:
     return tuple(eras)
 
 
+def _check_eras(record: SourceRecord) -> None:
+    """Every era's overrides must make a valid record: fail at load, naming the era, not mid-season."""
+    for i, era in enumerate(record.eras):
+        try:
+            record.for_era(era.name)
+        except SourceError as exc:
+            raise SourceError(record.path, f"eras[{i}].{exc.field}", exc.message.split(": ", 2)[-1]) from None
+
+
 def parse_source(raw: dict[str, Any], path: Path) -> SourceRecord:
     f = _Fields(path, raw)
     repo = f.str("repo", required=True)
@@ -395,6 +409,7 @@ def load_source_file(path: Path) -> SourceRecord:
     except tomllib.TOMLDecodeError as exc:
         raise SourceError(path, "<file>", f"is not valid TOML: {exc}") from None
     record = parse_source(raw, path)
+    _check_eras(record)
     if record.name != path.stem:
         raise SourceError(path, "name", f"must match the file name {path.stem!r}, got {record.name!r}")
     return record

@@ -21,7 +21,10 @@ def load_cutoffs(path: Path | None = None) -> dict[str, date]:
     for model, entry in raw.get("models", {}).items():
         value = entry.get("cutoff") if isinstance(entry, dict) else None
         try:
-            out[model] = value if isinstance(value, date) else date.fromisoformat(str(value))
+            if isinstance(value, datetime):  # a TOML datetime: its day is the cutoff
+                out[model] = value.date()
+            else:
+                out[model] = value if isinstance(value, date) else date.fromisoformat(str(value))
         except ValueError:
             raise InputError(f"{path}: models.{model}.cutoff: not a date (YYYY-MM-DD): {value!r}") from None
     return out

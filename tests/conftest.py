@@ -17,6 +17,7 @@ def pytest_configure(config):
     os.environ["PBENCH_OUTPUT_DIR"] = os.path.join(root, "out")
     os.environ["PBENCH_CACHE_DIR"] = os.path.join(root, "cache")
     os.environ["PREFECT_HOME"] = os.path.join(root, "prefect")
+    os.environ["PBENCH_OWNER"] = "tests-" + os.path.basename(root)
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     from tasks_lib import prefect_env
 
@@ -54,10 +55,10 @@ def pytest_sessionfinish(session, exitstatus):
     if not (_docker_ran["passed"] or _docker_ran["failed"]):
         return
     from tasks_lib import docker_client
-    from tasks_lib.constants import LABEL
+    from tasks_lib.constants import LABEL_OWNER
 
     client = docker_client.get()
-    flt = {"label": LABEL}
+    flt = {"label": f"{LABEL_OWNER}={os.environ['PBENCH_OWNER']}"}
     left = {
         "containers": [c.name for c in client.containers.list(all=True, filters=flt)],
         "networks": [n.name for n in client.networks.list(filters=flt)],

@@ -28,6 +28,7 @@ import requests
 from github import Auth, Consts, Github, GithubException, GithubRetry
 from github.GithubException import BadCredentialsException, RateLimitExceededExceedsMaxWait
 
+from tasks_lib import limits
 from tasks_lib.crawl.base import ChangedFile, ClosingIssue, PullRequest, in_window, looks_like_bot, to_utc
 from tasks_lib.errors import InputError, PbenchError
 
@@ -194,6 +195,7 @@ class GitHubPRSource:
                     self.stats.outside_window += 1
                     continue
                 try:
+                    limits.github_call()  # a slot of the shared API budget (no-op outside Prefect)
                     pr = self._fetch(gh_repo, listed.number, default_branch)
                 except GithubException as exc:
                     if exc.status not in PERMANENT_STATUSES:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
 import pytest
 
-from tasks_lib.constants import LABEL
+from tasks_lib.constants import LABEL_OWNER
 
 
 @pytest.fixture(scope="session")
@@ -48,7 +49,8 @@ class ContainerCounter:
         time.sleep(1)
         until = int(time.time()) + 1
         events = self.client.events(since=self.since, until=until, decode=True,
-                                    filters={"type": "container", "event": "create", "label": LABEL})
+                                    filters={"type": "container", "event": "create",
+                                             "label": f"{LABEL_OWNER}={os.environ['PBENCH_OWNER']}"})
         self.created = [e.get("Actor", {}).get("Attributes", {}).get("name") for e in events]
         return False
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 
 import pytest
 
 from tasks_lib import engine, gitops, images, patches
-from tasks_lib.constants import LABEL, Outcome, RunStatus
+from tasks_lib.constants import LABEL_OWNER, Outcome, RunStatus
 from tasks_lib.demo_repo import DEMO_PRS
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -145,7 +146,7 @@ def test_wall_clock_timeout_kills_the_stack(demo_source, demo_repo, demo_prs, tm
     res = engine.run_tests(engine.RunRequest(slow, demo_repo, base, tmp_path / "slow", timeout_s=25))
     assert res.status == RunStatus.TIMEOUT
     assert time.monotonic() - start < 90
-    flt = {"label": LABEL}
+    flt = {"label": f"{LABEL_OWNER}={os.environ['PBENCH_OWNER']}"}
     assert not docker_engine.containers.list(all=True, filters=flt)
     assert not docker_engine.networks.list(filters=flt)
     assert not docker_engine.volumes.list(filters=flt)

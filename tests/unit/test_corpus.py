@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tasks_lib import corpus, schema
+from tasks_lib import corpus, paths, schema
 from tasks_lib.errors import InputError
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "instance-1396.jsonl"
@@ -127,12 +127,6 @@ def test_season_folder_with_only_a_saved_dataset_equals_jsonl(tmp_path, referenc
     assert loaded == reference
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: corpus.load_corpus only recognises a saved dataset by dataset_info.json/state.json at the "
-    "folder's top; a DatasetDict save_to_disk folder (dataset_dict.json + test/) is refused with "
-    "'a folder without instances.jsonl or a saved dataset' - including the project's own seasons/<s>/hf",
-)
 def test_dataset_dict_folder_equals_jsonl(tmp_path, reference):
     """Rule: a saved Hugging Face dataset loads; a DatasetDict with split "test" (what curation writes to
     `data/seasons/<s>/hf`) gives the same normalised dicts as JSONL."""
@@ -141,12 +135,6 @@ def test_dataset_dict_folder_equals_jsonl(tmp_path, reference):
     assert loaded == reference
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: corpus._normalise drops optional fields only when they are None; pandas 3 reads nulls of "
-    "string columns as float NaN, so a Parquet row lacking hints_text/difficulty/test_patch_frontend keeps "
-    "NaN (truthy) instead of dropping the key as JSONL does",
-)
 def test_parquet_nulls_of_optional_fields_are_dropped_like_jsonl(tmp_path):
     """Rule: every format gives the same normalised dict; an optional field absent in one row (null in the
     Parquet column) is absent after loading, never NaN (`inst.get('test_patch_frontend') or ...` must work)."""
@@ -170,11 +158,6 @@ def test_lowercase_label_fields_as_json_strings_are_decoded(tmp_path):
     assert loaded["pass_to_pass"] == PUBLISHED["pass_to_pass"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: corpus._normalise reads only lowercase fail_to_pass/pass_to_pass; a flat SWE-bench export "
-    "(schema.to_swebench: FAIL_TO_PASS/PASS_TO_PASS JSON strings) loads with EMPTY label lists",
-)
 def test_flat_swebench_export_keeps_its_labels(tmp_path):
     """Rule: the project's own plain SWE-bench export (FAIL_TO_PASS as a JSON string) loads with its tests;
     losing them would make every instance ungradable ('no tests to grade')."""
@@ -217,6 +200,7 @@ def test_malformed_corpus_file_is_an_input_error(tmp_path, name, content, needle
 def test_missing_corpus_and_empty_folder_are_input_errors(tmp_path, monkeypatch):
     """Rule: a corpus that is neither a file, a folder with a corpus, nor a season is named in the error."""
     monkeypatch.setenv("PBENCH_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("PBENCH_OUTPUT_DIR", str(tmp_path / "data"))
     with pytest.raises(InputError, match="no such corpus"):
         corpus.load_corpus(tmp_path / "nope.jsonl")
     with pytest.raises(InputError, match="without instances.jsonl"):
@@ -224,12 +208,13 @@ def test_missing_corpus_and_empty_folder_are_input_errors(tmp_path, monkeypatch)
 
 
 def test_season_name_resolves_under_the_data_dir(tmp_path, monkeypatch, reference):
-    """Rule: a bare season name means `data/seasons/<name>/instances.jsonl`."""
-    season = tmp_path / "data" / "seasons" / "s1"
+    """Rule: a bare season name means `<seasons dir>/<name>/instances.jsonl`."""
+    monkeypatch.setenv("PBENCH_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("PBENCH_OUTPUT_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    season = paths.seasons_dir() / "s1"
     season.mkdir(parents=True)
     (season / "instances.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
-    monkeypatch.setenv("PBENCH_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.chdir(tmp_path)
     assert corpus.load_corpus("s1") == reference
 
 

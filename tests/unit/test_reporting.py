@@ -50,6 +50,7 @@ RESULTS_DTYPES = {
     "duration_s": "float64",
     "attempts": "int64",
     "cached": "bool",
+    "executed_by": "str",
     "trace_dir": "str",
     "note": "str",
 }
@@ -158,7 +159,9 @@ META = {"run_id": "run-a", "model": "model-a", "model_cutoff": str(CUTOFF)}
 
 
 def build(run_id="run-a", model="model-a", verdicts=VERDICTS):
-    rows = [reporting.result_row(run_id, model, CUTOFF, i, v) for i, v in zip(INSTANCES, verdicts, strict=True)]
+    rows = [
+        reporting.result_row(run_id, model, CUTOFF, i, v) for i, v in zip(INSTANCES, verdicts, strict=True)
+    ]
     tests = [t for v in verdicts for t in reporting.test_rows(run_id, model, v)]
     return rows, tests
 
@@ -202,7 +205,12 @@ def test_results_parquet_values(run_dir):
         "acme__shop-3": True,
         "acme__shop-4": False,
     }
-    assert df.loc["acme__shop-2", ["f2p_passed", "f2p_total", "p2p_passed", "p2p_total"]].tolist() == [1, 2, 0, 1]
+    assert df.loc["acme__shop-2", ["f2p_passed", "f2p_total", "p2p_passed", "p2p_total"]].tolist() == [
+        1,
+        2,
+        0,
+        1,
+    ]
     assert bool(df.loc["acme__shop-2", "exit_code_mismatch"])
     assert df.loc["acme__shop-3", "attempts"] == 3
     assert df.loc["acme__shop-1", "duration_s"] == 12.5
@@ -300,7 +308,9 @@ def test_every_infra_status_is_flagged(status):
     assert report["infra_failures"] == 1 and report["score_excluding_infra"] == 0.0
 
 
-@pytest.mark.parametrize("status", ["tests_failed", "patch_apply_failed", "patch_invalid", "test_collection_failed"])
+@pytest.mark.parametrize(
+    "status", ["tests_failed", "patch_apply_failed", "patch_invalid", "test_collection_failed"]
+)
 def test_model_failures_are_not_infra(status):
     """Rule: a patch that fails, does not apply, is invalid or breaks collection is the model's failure."""
     inst = instance(6, "backend_only", "public", "2025-01-01T00:00:00Z")
@@ -353,7 +363,9 @@ def test_leaderboard_over_two_runs_of_two_models(tmp_path):
         for i, v in enumerate(VERDICTS)
     ]
     rows_b, tests_b = build("run-b", "model-b", verdicts_b)
-    reporting.write_run_outputs(tmp_path / "run-b", rows_b, tests_b, {**META, "run_id": "run-b", "model": "model-b"})
+    reporting.write_run_outputs(
+        tmp_path / "run-b", rows_b, tests_b, {**META, "run_id": "run-b", "model": "model-b"}
+    )
 
     text = reporting.leaderboard([tmp_path / "run-a", tmp_path / "run-b"])
     lines = text.splitlines()

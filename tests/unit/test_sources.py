@@ -142,7 +142,12 @@ BROKEN = [
         "backend.lock_files",
         "list of strings",
     ),
-    ("lock-files-empty", ('lock_files = ["backend/uv.lock"]', "lock_files = []"), "backend.lock_files", "empty"),
+    (
+        "lock-files-empty",
+        ('lock_files = ["backend/uv.lock"]', "lock_files = []"),
+        "backend.lock_files",
+        "empty",
+    ),
     (
         "lock-file-escapes",
         ('lock_files = ["backend/uv.lock"]', 'lock_files = ["../uv.lock"]'),
@@ -162,8 +167,18 @@ BROKEN = [
     ("service-kind", ('kind = "postgres"', 'kind = "mysql"'), "backend.services[0].kind", "postgres"),
     ("timeout-zero", ("timeout_s = 300", "timeout_s = 0"), "backend.timeout_s", "positive integer"),
     ("frontend-serve", ('serve_command = "bun run dev"\n', ""), "frontend.serve_command", "is missing"),
-    ("frontend-pm", ('package_manager = "bun"', 'package_manager = "yarn"'), "frontend.package_manager", "bun"),
-    ("patterns-missing", ('patterns = ["backend/tests/**"', 'other = ["backend/tests/**"'), "test_files.patterns", "is missing"),
+    (
+        "frontend-pm",
+        ('package_manager = "bun"', 'package_manager = "yarn"'),
+        "frontend.package_manager",
+        "bun",
+    ),
+    (
+        "patterns-missing",
+        ('patterns = ["backend/tests/**"', 'other = ["backend/tests/**"'),
+        "test_files.patterns",
+        "is missing",
+    ),
     ("era-bad-date", ('since = "2023-01-01"', 'since = "2023-13-01"'), "eras[0].since", "YYYY-MM-DD"),
     ("era-not-a-date", ('since = "2023-01-01"', 'since = "last year"'), "eras[0].since", "YYYY-MM-DD"),
     ("era-until-before-since", ('until = "2024-06-01"', 'until = "2022-01-01"'), "eras[0].until", "after"),
@@ -196,11 +211,6 @@ def test_missing_file_is_a_source_error(tmp_path):
     assert str(path) in str(exc.value) and "does not exist" in str(exc.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: sources.py _parse_services only checks {name} placeholders with a regex; a malformed "
-    "template such as '{host' loads and only fails later in ServiceSpec.render_env with ValueError",
-)
 @pytest.mark.parametrize("template", ["{host", "postgres://{}:5432"])
 def test_malformed_service_env_template_fails_at_load(tmp_path, template):
     """Rule: a record refuses bad values at construction; a service env template that cannot be rendered
@@ -211,11 +221,6 @@ def test_malformed_service_env_template_fails_at_load(tmp_path, template):
     assert exc.value.field == "backend.services[0].env.POSTGRES_SERVER"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: sources.py _parse_eras stores era overrides unvalidated; a bad override (installer = "
-    "'poetry') loads and only fails in for_era(), naming 'backend.installer' without the era",
-)
 def test_bad_era_override_fails_at_load_naming_the_era(tmp_path):
     """Rule: bad fields fail at load naming file and field; an era's override is a field of that era."""
     path = write(tmp_path, edit(SHOP, 'installer = "pip"', 'installer = "poetry"'))

@@ -163,11 +163,6 @@ def test_unreadable_cutoffs_file_is_an_input_error(tmp_path):
         tiering.load_cutoffs(bad)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: tiering.load_cutoffs keeps a TOML datetime (cutoff = 2025-06-01T00:00:00Z) as a datetime "
-    "because datetime is a date subclass; assign_tier then raises TypeError comparing date > datetime",
-)
 def test_toml_datetime_cutoff_is_reduced_to_a_date(tmp_path):
     """Rule: cutoffs are dates; a TOML datetime value is accepted as its day (or refused with InputError),
     never stored as a datetime that crashes tier assignment."""
@@ -208,7 +203,10 @@ def test_custom_season_loads_from_pbench_data_dir(data_dir):
     assert (s.since, s.until) == (date(2025, 1, 1), date(2025, 12, 31))
     assert s.target_mix == {"backend_only": 0.5, "fullstack": 0.5}
     assert s.tolerance == 0.2
-    assert s.target_cutoffs() == {"demo-model-2025-06": date(2025, 6, 1), "demo-model-2025-01": date(2025, 1, 1)}
+    assert s.target_cutoffs() == {
+        "demo-model-2025-06": date(2025, 6, 1),
+        "demo-model-2025-01": date(2025, 1, 1),
+    }
     assert season.load_season("s", sources=["other"]).sources == ("other",)  # CLI --source wins
 
 
@@ -220,7 +218,9 @@ def test_season_tiers_follow_its_target_models(data_dir):
     assert tiering.assign_tier("a-1", "2025-03-01T00:00:00Z", cutoffs, s.internal_only) == Tier.HELD_OUT
     assert tiering.assign_tier("a-1", "2024-12-01T00:00:00Z", cutoffs, s.internal_only) == Tier.PUBLIC
     internal = "prototypebench__demo-fullstack-3"
-    assert tiering.assign_tier(internal, "2024-12-01T00:00:00Z", cutoffs, s.internal_only) == Tier.INTERNAL_ONLY
+    assert (
+        tiering.assign_tier(internal, "2024-12-01T00:00:00Z", cutoffs, s.internal_only) == Tier.INTERNAL_ONLY
+    )
 
 
 BAD_SEASONS = [
@@ -240,7 +240,9 @@ BAD_SEASONS = [
 ]
 
 
-@pytest.mark.parametrize(("old_new", "needles"), [b[1:] for b in BAD_SEASONS], ids=[b[0] for b in BAD_SEASONS])
+@pytest.mark.parametrize(
+    ("old_new", "needles"), [b[1:] for b in BAD_SEASONS], ids=[b[0] for b in BAD_SEASONS]
+)
 def test_bad_season_is_an_input_error_naming_the_field(data_dir, old_new, needles):
     """Rule: a bad season (too few runs for flakiness detection, unknown domain, no sources, ...) fails
     with an InputError naming the file and the field."""
@@ -270,11 +272,6 @@ def test_unknown_season_lists_the_known_ones(data_dir):
     assert "known: s" in str(exc.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: season.load_season does tuple()/frozenset() on the raw value, so a string "
-    "(sources = \"demo\", internal_only = \"id\") becomes a tuple/set of characters instead of an InputError",
-)
 @pytest.mark.parametrize(
     ("old", "new", "field"),
     [
@@ -300,11 +297,6 @@ def test_list_field_given_as_a_string_is_refused(data_dir, old, new, field):
         season.load_season("s")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: season.load_season calls int()/float() on extraction/distribution values unguarded; "
-    "head_runs = \"three\" raises a bare ValueError, not an InputError naming the field",
-)
 def test_non_integer_head_runs_is_an_input_error(data_dir):
     """Rule: a bad season fails with InputError (exit 2) naming the field, never a bare ValueError."""
     write_season(data_dir, edit(GOOD_SEASON, "head_runs = 3", 'head_runs = "three"'))

@@ -1,0 +1,14 @@
+"""In-process progress listeners (the CLI's progress bar) for flows that fan out.
+
+They live in this module, and flows reach them as `progress.CALLBACKS`: a module pickles by reference, so a
+flow shipped to Dask workers never drags a listener (and the terminal lock it holds) along.
+"""
+
+from __future__ import annotations
+
+CALLBACKS: list = []
+
+
+def notify(*args) -> None:
+    for callback in list(CALLBACKS):
+        callback(*args)

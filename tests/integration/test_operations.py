@@ -1,0 +1,101 @@
+"""Operations: Prefect deployments against a local Prefect server, and the Dask fan-out (issue 7)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tasks_lib.demo_repo import DEMO_PRS
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+BUGFIX = f"prototypebench__demo-fullstack-{DEMO_PRS['bugfix']}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def prefect_server(tmp_path):
+    """A real local Prefect server (not the ephemeral one), with its own database."""
+    port = _free_port()
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home")}
+    env.pop("PREFECT_API_URL", None)
+    log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
+                             str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/api"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=2)
+                break
+            except OSError:
+                assert proc.poll() is None, (tmp_path / "server.log").read_text()[-2000:]
+                time.sleep(1)
+        else:
+            pytest.fail("the Prefect server did not come up in 120 s")
+        yield {**env, "PREFECT_API_URL": url, "PBENCH_PROJECT_DIR": str(ROOT)}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def _prefect(args, env, timeout=300):
+    env = {**env, "COLUMNS": "250"}  # rich tables: no truncated names
+    res = subprocess.run([sys.executable, "-m", "prefect", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=timeout)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return res.stdout
+
+
+def test_deployments_run_on_a_local_prefect_server(curated_demo, prefect_server):
+    """`prefect deploy --all` registers both deployments (the curation one with its cron schedule); the
+    project's setup creates the global concurrency limits; a worker runs an evaluation with small parameters."""
+    env = prefect_server
+    res = subprocess.run([sys.executable, "-m", "tasks_lib.cli", "limits", "--docker-slots", "2"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and "pbench-docker-" in res.stdout and "pbench-github-api" in res.stdout, res.stderr
+    _prefect(["work-pool", "create", "pbench-process", "--type", "process"], env)
+    _prefect(["deploy", "--all", "--no-prompt"], env)
+    listed = _prefect(["deployment", "ls"], env)
+    assert "curation-season/curation-season" in listed and "evaluate-model/evaluate-model" in listed
+    schedule = _prefect(["deployment", "inspect", "curation-season/curation-season"], env)
+    assert "0 3 1 * *" in schedule
+
+    _prefect(["deployment", "run", "evaluate-model/evaluate-model", "-p", "predictions=gold", "-p", "model=deployed",
+              "-p", "model_cutoff=2025-06-01", "-p", "run_id=deployed-run", "-p", f'ids=["{BUGFIX}"]'], env)
+    _prefect(["worker", "start", "--pool", "pbench-process", "--run-once"], env, timeout=600)
+    out = Path(os.environ["PBENCH_OUTPUT_DIR"]) / "runs" / "deployed-run"
+    df = pd.read_parquet(out / "results.parquet")
+    assert list(df["instance_id"]) == [BUGFIX] and df["resolved"].all()
+
+
+def test_dask_fan_out_with_two_workers(curated_demo, monkeypatch, tmp_path):
+    """The evaluation fan-out runs on a local Dask cluster of two worker processes, each driving the Docker
+    engine itself; results land in the shared output folder and match the threaded run (gold resolves all)."""
+    from flows.evaluation import run_evaluation
+
+    # A fresh verdict cache, so that the workers really run containers instead of reading cached verdicts.
+    monkeypatch.setenv("PBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    report = run_evaluation(dask_workers=2, dataset="demo", predictions="gold", model="dask", model_cutoff="2025-06-01",
+                            run_id="dask-two-workers")
+    assert report["resolved"] == report["total"] >= 4
+    df = pd.read_parquet(Path(report["out_dir"]) / "results.parquet")
+    assert not df["cached"].any()
+    workers = set(df["executed_by"])
+    assert len(workers) == 2 and str(os.getpid()) not in {w.split(":")[1] for w in workers}

@@ -1,0 +1,237 @@
+"""Packaging (curation stage 5): the pure parts of turning a merged PR into a task instance.
+
+The problem statement is the closing issue's body, else the PR body, and the notes say which (a PR body can
+leak the solution); difficulty is a coarse, documented proxy on the reference patch's changed lines.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from tasks_lib import packaging, schema
+from tasks_lib.constants import ExtractionStatus, Tier
+from tasks_lib.crawl.base import ChangedFile, ClosingIssue, PullRequest
+from tasks_lib.extraction import ExtractionResult
+from tasks_lib.sources import load_source
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "instance-1396.jsonl"
+SHA = "b" * 40
+
+
+def make_pr(body: str = "PR body", issues=(), **over) -> PullRequest:
+    values = dict(
+        source="demo",
+        repo="prototypebench/demo-fullstack",
+        number=12,
+        title="✨ Archive items",
+        body=body,
+        author="alice",
+        author_login_raw="alice",
+        author_is_bot=False,
+        labels=("feature",),
+        files=(ChangedFile("backend/app/items.py", 3, 1),),
+        additions=3,
+        deletions=1,
+        changed_files=1,
+        merge_commit=SHA,
+        base_commit=None,
+        head_commit=None,
+        base_ref="main",
+        head_ref="feature/archive",
+        default_branch="main",
+        created_at=datetime(2025, 3, 1, 9, 0, tzinfo=UTC),
+        merged_at=datetime(2025, 3, 2, 10, 30, 5, tzinfo=UTC),
+        url="https://example.org/prototypebench/demo-fullstack/pull/12",
+        closing_issues=tuple(issues),
+        hints_text="reviewer: use a soft delete",
+    )
+    values.update(over)
+    return PullRequest(**values)
+
+
+def diff_with(changed: int, context: int = 3) -> str:
+    """A one-file diff with `changed` +/- lines (half removed, half added) and some context lines."""
+    removed = changed // 2
+    added = changed - removed
+    body = [f" ctx {i}" for i in range(context)]
+    body += [f"-old line {i}" for i in range(removed)]
+    body += [f"+new line {i}" for i in range(added)]
+    return (
+        "diff --git a/backend/app/items.py b/backend/app/items.py\n"
+        "--- a/backend/app/items.py\n"
+        "+++ b/backend/app/items.py\n"
+        f"@@ -1,{context + removed} +1,{context + added} @@\n" + "\n".join(body) + "\n"
+    )
+
+
+# --------------------------------------------------------------------------- difficulty
+
+
+@pytest.mark.parametrize(
+    ("changed", "level"),
+    [(0, "easy"), (1, "easy"), (10, "easy"), (11, "medium"), (80, "medium"), (81, "hard"), (500, "hard")],
+)
+def test_difficulty_bands_on_changed_lines(changed, level):
+    """Rule: difficulty is a documented proxy: <=10 changed lines easy, <=80 medium, more hard."""
+    assert packaging.difficulty(diff_with(changed)) == level
+
+
+def test_difficulty_ignores_headers_and_context():
+    """Rule: only +/- lines count: `---`/`+++` file headers, hunk headers and context never do."""
+    many_files = "".join(diff_with(2, context=40).replace("items.py", f"m{i}.py") for i in range(5))
+    assert packaging.difficulty(many_files) == "easy"  # 10 changed lines, 10 header lines, 200 context lines
+    assert packaging.difficulty("") == "easy"
+
+
+def test_difficulty_does_not_count_blank_lines():
+    """Rule: only +/- lines are changed lines; empty lines are not."""
+    patch = diff_with(1) + "\n" * 20
+    assert packaging.difficulty(patch) == "easy"
+
+
+def test_difficulty_counts_removed_lines_that_start_with_dashes():
+    """Rule: every removed or added content line counts, whatever its text; only file headers are skipped."""
+    lines = [f"--- removed SQL comment {i}" for i in range(11)]  # '-' + '-- removed SQL comment'
+    patch = (
+        "diff --git a/backend/app/schema.sql b/backend/app/schema.sql\n"
+        "--- a/backend/app/schema.sql\n"
+        "+++ b/backend/app/schema.sql\n"
+        "@@ -1,11 +0,0 @@\n" + "\n".join(lines) + "\n"
+    )
+    assert packaging.difficulty(patch) == "medium"
+
+
+# --------------------------------------------------------------------------- problem statement and notes
+
+
+def test_problem_statement_prefers_the_closing_issue_body():
+    """Rule: the problem statement is the closing issue's body (stripped), and the note says so."""
+    pr = make_pr(
+        body="Fixes #3 by adding archived_at",
+        issues=[ClosingIssue(3, "Archive", "  Users want to archive.\n")],
+    )
+    text, note = packaging.problem_statement(pr)
+    assert text == "Users want to archive."
+    assert note == packaging.ISSUE_NOTE
+    assert "archived_at" not in text  # the PR body (which can describe the fix) is not shown
+
+
+def test_problem_statement_joins_several_closing_issues_in_order():
+    """Rule: a PR closing several issues gets all their bodies, in order, separated by a blank line."""
+    pr = make_pr(issues=[ClosingIssue(3, "a", "First."), ClosingIssue(4, "b", "Second.")])
+    assert packaging.problem_statement(pr) == ("First.\n\nSecond.", packaging.ISSUE_NOTE)
+
+
+@pytest.mark.parametrize(
+    "issues", [(), (ClosingIssue(3, "Only a title", ""),), (ClosingIssue(3, "t", " \n\t"),)]
+)
+def test_problem_statement_falls_back_to_the_pr_body(issues):
+    """Rule: without a closing issue body the PR body is used, with a note warning of solution leakage."""
+    text, note = packaging.problem_statement(make_pr(body="Add an archive endpoint.", issues=issues))
+    assert text == "Add an archive endpoint."
+    assert note == packaging.PR_BODY_NOTE
+
+
+def test_problem_statement_of_an_empty_pr_body_is_empty_text():
+    """Rule: no issue and no PR body gives an empty statement (schema validation rejects it), never None."""
+    assert packaging.problem_statement(make_pr(body="")) == ("", packaging.PR_BODY_NOTE)
+
+
+def test_pr_body_note_is_the_published_wording():
+    """Rule: the published v0.1 instance (no linked issue) carries exactly this note."""
+    published = json.loads(FIXTURE.read_text().splitlines()[0])
+    assert published["notes"] == packaging.PR_BODY_NOTE
+    assert packaging.ISSUE_NOTE != packaging.PR_BODY_NOTE
+
+
+# --------------------------------------------------------------------------- build_instance (real git, no Docker)
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {"GIT_CONFIG_NOSYSTEM": "1", "HOME": str(repo), "LC_ALL": "C"}
+    out = subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env)
+    return out.stdout.strip()
+
+
+@pytest.fixture
+def tiny_repo(tmp_path) -> tuple[Path, str, str]:
+    """A two-commit repository shaped like the demo source: a code change plus a new test."""
+    repo = tmp_path / "repo"
+    (repo / "backend" / "app").mkdir(parents=True)
+    (repo / "backend" / "tests").mkdir()
+    _git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    for key, value in (("user.name", "t"), ("user.email", "t@example.org"), ("commit.gpgsign", "false")):
+        _git(repo, "config", key, value)
+    (repo / "backend" / "requirements.txt").write_text("fastapi==0.115.0\n")
+    (repo / "backend" / "app" / "items.py").write_text("def archive(item):\n    return item\n")
+    (repo / "backend" / "tests" / "test_items.py").write_text("def test_old():\n    assert True\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "base")
+    base = _git(repo, "rev-parse", "HEAD")
+    (repo / "backend" / "app" / "items.py").write_text(
+        "def archive(item):\n    item.archived = True\n    return item\n"
+    )
+    (repo / "backend" / "tests" / "test_items.py").write_text(
+        "def test_old():\n    assert True\n\n\ndef test_archive():\n    assert True\n"
+    )
+    _git(repo, "commit", "-q", "-am", "archive (#12)")
+    head = _git(repo, "rev-parse", "HEAD")
+    return repo / ".git", base, head
+
+
+def _extraction(base: str, head: str, **over) -> ExtractionResult:
+    values = dict(
+        number=12,
+        status=ExtractionStatus.OK,
+        base_commit=base,
+        head_commit=head,
+        fail_to_pass=["tests/test_items.py::test_archive"],
+        pass_to_pass=["tests/test_items.py::test_old"],
+    )
+    values.update(over)
+    return ExtractionResult(**values)
+
+
+def test_build_instance_notes_say_where_the_statement_came_from_and_what_was_excluded(tiny_repo):
+    """Rule: notes record the statement's origin, every flaky test excluded, and use of the fallback."""
+    repo, base, head = tiny_repo
+    source = load_source("demo")
+    extraction = _extraction(base, head, flaky_tests=["tests/test_items.py::test_flaky"], fallback_used=True)
+    inst = packaging.build_instance(
+        make_pr(issues=[ClosingIssue(3, "t", "Archive please.")]), source, repo, extraction, Tier.PUBLIC
+    )
+    assert inst["notes"].startswith(packaging.ISSUE_NOTE)
+    assert "1 flaky test(s) excluded: tests/test_items.py::test_flaky" in inst["notes"]
+    assert "fallback" in inst["notes"]
+    assert inst["problem_statement"] == "Archive please."
+
+    plain = packaging.build_instance(make_pr(), source, repo, _extraction(base, head), Tier.PUBLIC)
+    assert plain["notes"] == packaging.PR_BODY_NOTE
+
+
+def test_build_instance_shape(tiny_repo):
+    """Rule: one merged PR + its extraction gives a valid schema-0.1 instance: id, split patches, labels,
+    merge time, environment."""
+    repo, base, head = tiny_repo
+    source = load_source("demo")
+    inst = packaging.build_instance(make_pr(), source, repo, _extraction(base, head), Tier.HELD_OUT)
+    assert inst["instance_id"] == "prototypebench__demo-fullstack-12"
+    assert inst["schema_version"] == "0.1"
+    assert (inst["base_commit"], inst["head_commit"]) == (base, head)
+    assert "backend/app/items.py" in inst["patch"] and "backend/tests" not in inst["patch"]
+    assert "backend/tests/test_items.py" in inst["test_patch"] and "backend/app" not in inst["test_patch"]
+    assert inst["fail_to_pass"] == {"backend": ["tests/test_items.py::test_archive"], "frontend": []}
+    assert inst["pass_to_pass"] == {"backend": ["tests/test_items.py::test_old"], "frontend": []}
+    assert inst["stack_domain"] == "backend_only"
+    assert inst["created_at"] == "2025-03-02T10:30:05Z"
+    assert inst["contamination_tier"] == "held_out"
+    assert inst["difficulty"] == "easy"
+    assert inst["hints_text"] == "reviewer: use a soft delete"
+    assert inst["environment"]["python_version"] == source.backend.python_version
+    assert inst["environment"]["backend_lock_sha"].startswith("sha256:")
+    assert schema.validate_instance(inst, source) == []
