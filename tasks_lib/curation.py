@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from tasks_lib import distribution, filtering, gitops, images, packaging, schema, tiering
 from tasks_lib.constants import HARNESS_VERSION, ExtractionStatus
 from tasks_lib.crawl.base import PullRequest, read_prs_parquet, write_prs_parquet, write_table_atomic
+from tasks_lib.crawl.mirror import resolve_base_commits
 from tasks_lib.errors import InputError
 from tasks_lib.extraction import EXTRACTION_SCHEMA, ExtractionResult
 from tasks_lib.season import Season
@@ -98,27 +99,17 @@ def pr_source(source: SourceRecord, method: str | None, prs_file: str | None, mi
     raise InputError(f"--crawl: unknown method {method!r} (export, mirror, github)")
 
 
-def resolve_commits(prs: list[PullRequest], repo: Path) -> list[PullRequest]:
-    """Fill base/head from the repository: head = the merge (or squash) commit, base = its first parent."""
-    from dataclasses import replace
-
-    out = []
-    for pr in prs:
-        if pr.base_commit and pr.head_commit:
-            out.append(pr)
-        elif gitops.commit_exists(repo, pr.merge_commit):
-            out.append(replace(pr, head_commit=pr.merge_commit, base_commit=gitops.first_parent(repo, pr.merge_commit)))
-        else:
-            out.append(pr)
-    return out
-
-
 def stage_crawl(season: Season, source: SourceRecord, out: Path, *, method: str | None = None,
                 prs_file: str | None = None, mirror: str | None = None) -> Path:
     since, until = _window_bounds(season)
     prs = list(pr_source(source, method, prs_file, mirror).iter_merged_prs(since, until))
-    repo = gitops.repo_dir(source, mirror)
-    prs = resolve_commits(prs, repo)
+    try:
+        repo = gitops.repo_dir(source, mirror)
+    except InputError as exc:
+        # An export can be imported, filtered and tabulated without the repository; extraction cannot.
+        log.warning("%s: base commits left unresolved (%s)", source.name, exc)
+    else:
+        prs = resolve_base_commits(prs, repo)
     return write_prs_parquet(prs, out / "prs.parquet")
 
 
