@@ -181,8 +181,12 @@ def curate(
         prs_file=str(prs_file) if prs_file else None,
         mirror=str(mirror) if mirror else None,
         limit=limit,
+        until=until,
     )
     for name, summary in summaries.items():
+        if "stopped_after" in summary:
+            _print_offline_summary(name, Path(summary["out"]), summary["stopped_after"])
+            continue
         console.print(
             f"[bold]{name}[/bold]: {summary['instances']} instance(s), {summary['rejected']} rejected "
             f"by schema, extraction {summary['extraction']} -> {summary['out']}"

@@ -55,6 +55,8 @@ def file_lock(name: str):
 
 def _origin(source: SourceRecord, override: str | Path | None) -> str:
     if override:
+        if "://" not in str(override) and not Path(override).exists():
+            raise InputError(f"--mirror {override}: no such repository")
         return str(override)
     if source.clone.generator:
         if source.clone.generator != "demo":
