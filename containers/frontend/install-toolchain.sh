@@ -32,6 +32,9 @@ case "$pm" in
   npm) PATH="/usr/local/bin:$PATH" npm --version ;;
   bun)
     PATH="/usr/local/bin:$PATH" npm install -g --no-audit --no-fund "bun@$bun_version"
+    # Debian's npm 9 ignores the `libc` field of optional dependencies and installs the musl build too
+    # (~100 MB); bun's postinstall has already put the glibc binary in place.
+    rm -rf /usr/local/lib/node_modules/bun/node_modules/@oven/bun-linux-*-musl*
     PATH="/usr/local/bin:$PATH" bun --version ;;
   *) echo "PACKAGE_MANAGER must be npm or bun, got '$pm'" >&2; exit 2 ;;
 esac
