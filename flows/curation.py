@@ -16,6 +16,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.futures import as_completed
 from prefect.logging import get_run_logger
 
+from flows import artifacts
 from flows.runners import task_runner
 from tasks_lib import curation, extraction, gitops
 from tasks_lib.constants import ExtractionStatus
@@ -53,7 +54,7 @@ def distribution_stage(season: Season, source_name: str, out: str) -> list[str]:
     path, markdown, warnings = curation.stage_distribution(season, load_source(source_name), Path(out))
     create_markdown_artifact(
         key=f"distribution-{_key(season.name)}",
-        markdown=markdown,
+        markdown=markdown + artifacts.inline_png(Path(out) / "distribution.png", "distribution chart"),
         description=f"Distribution check of season {season.name}",
     )
     return warnings
@@ -227,6 +228,21 @@ def curation_season(
                 for r in sorted(results, key=lambda r: r.number)
             ],
             description=f"FAIL_TO_PASS extraction, season {season}, source {source_name}",
+        )
+        artifacts.link_outputs(
+            f"season-{season}-{source_name}",
+            [
+                out / n
+                for n in (
+                    "prs.parquet",
+                    "filter.parquet",
+                    "distribution.parquet",
+                    "extraction.parquet",
+                    "instances.parquet",
+                    "rejected.parquet",
+                )
+            ],
+            f"season {season}",
         )
         summaries[source_name] = summary
     return summaries

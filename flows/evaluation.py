@@ -14,6 +14,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 from prefect.futures import as_completed
 
+from flows import artifacts
 from flows.runners import task_runner
 from tasks_lib import evaluation, progress
 
@@ -71,6 +72,11 @@ def evaluate_model(
         key=f"results-{_key(plan.run_id)}",
         table=[{"instance": k, "status": v} for k, v in report["instances"].items()],
         description=f"Parquet: {plan.out_dir / 'results.parquet'}, {plan.out_dir / 'tests.parquet'}",
+    )
+    artifacts.link_outputs(
+        f"run-{plan.run_id}",
+        [plan.out_dir / "results.parquet", plan.out_dir / "tests.parquet", plan.out_dir / "report.json"],
+        f"run {plan.run_id}",
     )
     report["out_dir"] = str(plan.out_dir)
     return report
