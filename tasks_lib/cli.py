@@ -75,6 +75,23 @@ def images_env(
     typer.echo(f"{ref.tag}  lock {spec.lock_sha[:23]}  {state}")
 
 
+@images_app.command("prune")
+def images_prune(
+    older_than_days: float = typer.Option(30.0, min=0, help="Remove env images unused for this many days."),
+    dry_run: bool = typer.Option(False, help="Only list what would be removed."),
+):
+    """Free disk: remove environment images not used recently (rebuilt from their lock when needed again)."""
+    from tasks_lib import images
+
+    rows = images.prune_env_images(older_than_days, dry_run)
+    for row in rows:
+        typer.echo(
+            f"{'would remove' if dry_run else 'removed'} {', '.join(row['tags'])}  {row['size_mb']} MB  "
+            f"last used {row['last_used']}"
+        )
+    typer.echo(f"{len(rows)} image(s), {sum(r['size_mb'] for r in rows):.0f} MB")
+
+
 @app.command()
 def limits(
     docker_slots: int = typer.Option(2, min=1, help="Test stacks running at once on this host."),

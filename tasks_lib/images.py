@@ -131,6 +131,8 @@ def _build_keyed(
     tag = f"{repo}:{key[:16]}"
     existing = _find(client, tag)
     if existing:
+        # Re-tagging refreshes LastTagTime: the "last used" that `pbench images prune` goes by.
+        client.api.tag(existing, repo, key[:16])
         return ImageRef(tag, existing, key, built=False)
     with gitops.file_lock(tag.replace("/", "_").replace(":", "_")):
         existing = _find(client, tag)  # another process may have built it while we waited
@@ -316,3 +318,36 @@ def list_images() -> list[dict]:
             }
         )
     return sorted(out, key=lambda r: json.dumps(r["tags"]))
+
+
+def prune_env_images(older_than_days: float = 30.0, dry_run: bool = False) -> list[dict]:
+    """Remove environment images not used for `older_than_days` (base, rootfs and Postgres stay).
+
+    "Used" is the image's last tag time or creation, whichever is later; a run that needs a pruned image
+    rebuilds it from its lock (same key, same tag), so pruning never changes a verdict, only costs a build.
+    """
+    import datetime as dt
+
+    client = docker_client.get()
+    cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(days=older_than_days)
+    removed = []
+    for image in client.images.list(filters={"label": KEY_LABEL}):
+        if not any(t.startswith(ENV_REPO_PREFIX + "-") for t in image.tags):
+            continue
+        stamps = [image.attrs.get("Created", ""), (image.attrs.get("Metadata") or {}).get("LastTagTime", "")]
+        last = max(
+            dt.datetime.fromisoformat(s[:26].rstrip("Z") + "+00:00") for s in stamps if s and s[:4] > "0001"
+        )
+        if last >= cutoff:
+            continue
+        row = {
+            "tags": image.tags,
+            "id": image.id,
+            "last_used": last.isoformat(timespec="seconds"),
+            "size_mb": round(image.attrs.get("Size", 0) / 2**20, 1),
+        }
+        if not dry_run:
+            for tag in image.tags:
+                client.images.remove(tag, noprune=False)
+        removed.append(row)
+    return removed

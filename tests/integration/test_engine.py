@@ -25,18 +25,23 @@ def _split(demo_source, demo_repo, base, head):
 
 
 def _run(demo_source, demo_repo, commit, chain, tmp_path, name, **kw):
-    return engine.run_tests(engine.RunRequest(demo_source, demo_repo, commit, tmp_path / name, tuple(chain), **kw))
+    return engine.run_tests(
+        engine.RunRequest(demo_source, demo_repo, commit, tmp_path / name, tuple(chain), **kw)
+    )
 
 
-def test_feature_pr_new_tests_fail_at_base_and_pass_with_reference(demo_source, demo_repo, demo_prs, tmp_path,
-                                                                    base_images):
+def test_feature_pr_new_tests_fail_at_base_and_pass_with_reference(
+    demo_source, demo_repo, demo_prs, tmp_path, base_images
+):
     """Same engine, different inputs: the feature PR's new tests fail at base + test patch and pass with the
     reference patch, against a real Postgres (the DB-backed tests pass on both sides)."""
     base, head = _pr(demo_repo, demo_prs, "feature")
     split = _split(demo_source, demo_repo, base, head)
     test_patch = engine.PatchInput("test_patch", split.test_patch)
     before = _run(demo_source, demo_repo, base, [test_patch], tmp_path, "base")
-    after = _run(demo_source, demo_repo, base, [engine.PatchInput("gold", split.patch), test_patch], tmp_path, "head")
+    after = _run(
+        demo_source, demo_repo, base, [engine.PatchInput("gold", split.patch), test_patch], tmp_path, "head"
+    )
 
     assert before.status == after.status == RunStatus.COMPLETED
     assert before.suite_ran and after.suite_ran
@@ -53,20 +58,24 @@ def test_feature_pr_new_tests_fail_at_base_and_pass_with_reference(demo_source, 
     assert after.patch_methods == {"gold": "git apply", "test_patch": "git apply"}
 
 
-def test_patch_that_does_not_apply_is_reported_not_run(demo_source, demo_repo, demo_prs, tmp_path, base_images):
+def test_patch_that_does_not_apply_is_reported_not_run(
+    demo_source, demo_repo, demo_prs, tmp_path, base_images
+):
     """A patch whose context is not in the tree ends the run as patch_apply_failed (after all three methods)."""
     base, _ = _pr(demo_repo, demo_prs, "feature")
     bogus = (
         "diff --git a/backend/app/main.py b/backend/app/main.py\n--- a/backend/app/main.py\n"
         "+++ b/backend/app/main.py\n@@ -1,3 +1,3 @@\n-this line is not there\n+nor this\n context\n"
     )
-    res = _run(demo_source, demo_repo, base, [engine.PatchInput("agent", bogus, untrusted=True)], tmp_path, "bad")
+    res = _run(
+        demo_source, demo_repo, base, [engine.PatchInput("agent", bogus, untrusted=True)], tmp_path, "bad"
+    )
     assert res.status == RunStatus.PATCH_APPLY_FAILED
     assert res.patch_methods == {"agent": None}
     assert not res.suite_ran and not res.tests
 
 
-SANDBOX_PROBE = '''
+SANDBOX_PROBE = """
 import os
 import socket
 
@@ -92,7 +101,7 @@ def test_no_docker_socket_and_no_host_environment():
 def test_pinned_environment():
     assert os.environ["TZ"] == "UTC"
     assert os.environ["PYTHONHASHSEED"] == "0"
-'''
+"""
 
 
 def _new_file_diff(path: str, text: str) -> str:
@@ -101,15 +110,18 @@ def _new_file_diff(path: str, text: str) -> str:
     return f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n{body}"
 
 
-def test_sandbox_has_no_internet_no_socket_no_host_env(demo_source, demo_repo, demo_prs, tmp_path, base_images,
-                                                       monkeypatch):
+def test_sandbox_has_no_internet_no_socket_no_host_env(
+    demo_source, demo_repo, demo_prs, tmp_path, base_images, monkeypatch
+):
     """Untrusted code runs without a route out, without the Docker socket, without the host's environment,
     with TZ and PYTHONHASHSEED pinned; the database is reachable on the task's private network."""
     monkeypatch.setenv("PBENCH_CANARY_SECRET", "s3cret")
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_canary")
     base, _ = _pr(demo_repo, demo_prs, "feature")
     probe = engine.PatchInput("test_patch", _new_file_diff("backend/tests/test_sandbox.py", SANDBOX_PROBE))
-    res = _run(demo_source, demo_repo, base, [probe], tmp_path, "sandbox", selection=("tests/test_sandbox.py",))
+    res = _run(
+        demo_source, demo_repo, base, [probe], tmp_path, "sandbox", selection=("tests/test_sandbox.py",)
+    )
     assert res.status == RunStatus.COMPLETED, res.error
     assert res.tests == {
         "tests/test_sandbox.py::test_no_route_to_the_internet": Outcome.PASSED,
@@ -130,18 +142,28 @@ def test_untrusted_patch_cannot_change_a_test(demo_source, demo_repo, demo_prs, 
     first_line = gitops.read_file(demo_repo, base, "backend/tests/test_items.py").decode().splitlines()[0]
     cheat += f" {first_line}\n"
     added = _new_file_diff("backend/tests/test_extra.py", "def test_free_pass():\n    assert True\n")
-    res = _run(demo_source, demo_repo, base, [engine.PatchInput("agent", cheat + added, untrusted=True)],
-               tmp_path, "cheat")
+    res = _run(
+        demo_source,
+        demo_repo,
+        base,
+        [engine.PatchInput("agent", cheat + added, untrusted=True)],
+        tmp_path,
+        "cheat",
+    )
     assert res.status == RunStatus.COMPLETED, res.error
     assert sorted(res.restored) == ["backend/tests/test_extra.py", "backend/tests/test_items.py"]
     assert "tests/test_extra.py::test_free_pass" not in res.tests
     assert res.tests["tests/test_items.py::test_read_item"] == Outcome.PASSED
 
 
-def test_wall_clock_timeout_kills_the_stack(demo_source, demo_repo, demo_prs, tmp_path, docker_engine, base_images):
+def test_wall_clock_timeout_kills_the_stack(
+    demo_source, demo_repo, demo_prs, tmp_path, docker_engine, base_images
+):
     """A run over its wall-clock budget ends as `timeout`, and its containers, network and volume are gone."""
     base, _ = _pr(demo_repo, demo_prs, "feature")
-    slow = dataclasses.replace(demo_source, backend=dataclasses.replace(demo_source.backend, prestart=("sleep 120",)))
+    slow = dataclasses.replace(
+        demo_source, backend=dataclasses.replace(demo_source.backend, prestart=("sleep 120",))
+    )
     start = time.monotonic()
     res = engine.run_tests(engine.RunRequest(slow, demo_repo, base, tmp_path / "slow", timeout_s=25))
     assert res.status == RunStatus.TIMEOUT
@@ -163,8 +185,9 @@ def test_unchanged_lock_is_a_cache_hit(demo_source, demo_repo, demo_prs, base_im
     assert time.monotonic() - start < 5
 
 
-def test_patch_changing_the_lock_runs_in_the_patched_lock_image(demo_source, demo_repo, demo_prs, tmp_path,
-                                                                 base_images):
+def test_patch_changing_the_lock_runs_in_the_patched_lock_image(
+    demo_source, demo_repo, demo_prs, tmp_path, base_images
+):
     """A reference patch that adds a package runs in the image for the patched lock (so the gold patch
     passes), while the base side keeps the base lock's image."""
     base, head = _pr(demo_repo, demo_prs, "collection_error")
@@ -172,8 +195,27 @@ def test_patch_changing_the_lock_runs_in_the_patched_lock_image(demo_source, dem
     assert "backend/requirements.txt" in patches.changed_paths(split.patch)
     test_patch = engine.PatchInput("test_patch", split.test_patch)
     before = _run(demo_source, demo_repo, base, [test_patch], tmp_path, "base")
-    after = _run(demo_source, demo_repo, base, [engine.PatchInput("gold", split.patch), test_patch], tmp_path, "head")
+    after = _run(
+        demo_source, demo_repo, base, [engine.PatchInput("gold", split.patch), test_patch], tmp_path, "head"
+    )
     assert before.image != after.image
     assert before.lock_sha != after.lock_sha
     assert before.collection_errors == ["tests/test_slugs.py"]
     assert all(o == Outcome.PASSED for o in after.tests.values()) and any("slug" in t for t in after.tests)
+
+
+def test_prune_goes_by_last_use(demo_source, demo_repo, demo_prs, base_images):
+    """`pbench images prune` removes environment images by last use (a cache hit counts as a use) and never the
+    base or Postgres images; dry-run removes nothing."""
+    base, _ = _pr(demo_repo, demo_prs, "feature")
+    spec = images.backend_env_spec(demo_source, images.dependency_contents(demo_source, demo_repo, base))
+    ref = images.ensure_env_image(spec)
+    assert not images.prune_env_images(older_than_days=1, dry_run=True)  # just used
+    stale = images.prune_env_images(older_than_days=0, dry_run=True)
+    assert ref.tag in {t for row in stale for t in row["tags"]}
+    assert not any(
+        t.startswith(("pbench/base", "pbench/postgres", "pbench/rootfs"))
+        for row in stale
+        for t in row["tags"]
+    )
+    assert images.ensure_env_image(spec).id == ref.id  # still there: it was a dry run
