@@ -230,6 +230,38 @@ def _print_offline_summary(name: str, out: Path, stage: str) -> None:
             console.print(f"distribution: {row.value:14} {row.count:>4}  {row.fraction:.0%}", highlight=False)
 
 
+@app.command()
+def publish(
+    season: str = typer.Option(..., help="Season whose export (data/seasons/SEASON/hf) to publish."),
+    repo_id: str = typer.Option(..., help="Hugging Face dataset repository, e.g. org/prototypebench-s1."),
+    private: bool = typer.Option(True, help="Create the dataset repository as private."),
+    tier: list[str] = typer.Option(["public"], help="Contamination tiers to publish (never internal_only)."),
+):
+    """Optional: push a season's `datasets` export to the Hugging Face Hub. Needs HF_TOKEN; never required."""
+    import os
+
+    from tasks_lib import paths
+
+    token = os.environ.get("HF_TOKEN")
+    if not token:
+        raise InputError(
+            "publish: set HF_TOKEN to a Hugging Face token with write access (it is never logged)"
+        )
+    if "internal_only" in tier:
+        raise InputError("--tier internal_only: internal-only tasks are never published")
+    hf_dir = paths.seasons_dir() / season / "hf"
+    if not hf_dir.is_dir():
+        raise InputError(
+            f"--season {season}: no export at {hf_dir} (run `pbench curate --season {season}` first)"
+        )
+    import datasets
+
+    dd = datasets.load_from_disk(str(hf_dir))
+    dd = dd.filter(lambda row: row["contamination_tier"] in set(tier))
+    dd.push_to_hub(repo_id, token=token, private=private)
+    console.print(f"published {sum(len(s) for s in dd.values())} instance(s) of tiers {tier} to {repo_id}")
+
+
 def _corpus(dataset: str) -> list[dict]:
     from tasks_lib import corpus
 

@@ -1,0 +1,87 @@
+"""The CLI's contract: exit codes, and the agent packet never leaking hidden fields."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "instance-1396.jsonl"
+IID = "fastapi__full-stack-fastapi-template-1396"
+
+
+def _pbench(*args, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "tasks_lib.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+    )
+
+
+def _season(tmp_path: Path) -> dict:
+    folder = tmp_path / "seasons" / "pub"
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(FIXTURE, folder / "instances.jsonl")
+    return {"PBENCH_OUTPUT_DIR": str(tmp_path)}
+
+
+def test_show_never_leaks_tests_patch_or_hints(tmp_path):
+    """`pbench show --json` is the agent packet: no test patch, no reference patch, no F2P/P2P, no hints."""
+    res = _pbench("show", IID, "--dataset", "pub", "--json", env=_season(tmp_path))
+    assert res.returncode == 0, res.stderr
+    packet = json.loads(res.stdout)
+    assert set(packet) == {
+        "instance_id",
+        "repo",
+        "base_commit",
+        "problem_statement",
+        "stack_domain",
+        "environment",
+        "created_at",
+    }
+    instance = json.loads(FIXTURE.read_text())
+    for hidden in ("patch", "test_patch", "fail_to_pass", "pass_to_pass", "hints_text"):
+        assert hidden not in packet
+    assert "test_get_non_existing_user_as_superuser" not in res.stdout
+    assert instance["patch"] not in res.stdout
+
+
+def test_unknown_instance_and_bad_inputs_exit_2(tmp_path):
+    """Bad input is exit 2 with a message naming the input, never a traceback, never 0."""
+    env = _season(tmp_path)
+    res = _pbench("show", "nope__nope-1", "--dataset", "pub", env=env)
+    assert res.returncode == 2 and "nope__nope-1" in res.stderr and "Traceback" not in res.stderr
+    res = _pbench("list", "--dataset", str(tmp_path / "missing.jsonl"), env=env)
+    assert res.returncode == 2 and "missing.jsonl" in res.stderr
+    res = _pbench("curate", "--season", "no-such-season", env=env)
+    assert res.returncode == 2 and "no-such-season" in res.stderr
+
+
+def test_publish_needs_a_token_and_never_internal_only(tmp_path):
+    """Publishing to the Hub is optional and needs HF_TOKEN; internal-only tasks are never published."""
+    env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
+    env.update(_season(tmp_path))
+    res = subprocess.run(
+        [sys.executable, "-m", "tasks_lib.cli", "publish", "--season", "pub", "--repo-id", "o/d"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert res.returncode == 2 and "HF_TOKEN" in res.stderr
+    res = _pbench(
+        "publish",
+        "--season",
+        "pub",
+        "--repo-id",
+        "o/d",
+        "--tier",
+        "internal_only",
+        env={**_season(tmp_path), "HF_TOKEN": "hf_dummy"},
+    )
+    assert res.returncode == 2 and "never published" in res.stderr
