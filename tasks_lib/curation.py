@@ -27,41 +27,59 @@ from tasks_lib.sources import SourceRecord
 log = logging.getLogger(__name__)
 
 _TESTS = pa.struct([("backend", pa.list_(pa.string())), ("frontend", pa.list_(pa.string()))])
-INSTANCES_SCHEMA = pa.schema([
-    ("schema_version", pa.string()),
-    ("instance_id", pa.string()),
-    ("repo", pa.string()),
-    ("pr_number", pa.int64()),
-    ("pr_url", pa.string()),
-    ("pr_title", pa.string()),
-    ("pr_author", pa.string()),
-    ("pr_labels", pa.list_(pa.string())),
-    ("base_commit", pa.string()),
-    ("head_commit", pa.string()),
-    ("problem_statement", pa.string()),
-    ("hints_text", pa.string()),
-    ("patch", pa.string()),
-    ("test_patch", pa.string()),
-    ("test_patch_backend", pa.string()),
-    ("test_patch_frontend", pa.string()),
-    ("fail_to_pass", _TESTS),
-    ("pass_to_pass", _TESTS),
-    ("stack_domain", pa.string()),
-    ("environment", pa.struct([(k, pa.string()) for k in (
-        "python_version", "node_version", "uv_lock_sha", "bun_lock_sha", "docker_compose_sha",
-        "backend_lock_sha", "frontend_lock_sha")])),
-    ("created_at", pa.string()),
-    ("contamination_tier", pa.string()),
-    ("difficulty", pa.string()),
-    ("notes", pa.string()),
-])
+INSTANCES_SCHEMA = pa.schema(
+    [
+        ("schema_version", pa.string()),
+        ("instance_id", pa.string()),
+        ("repo", pa.string()),
+        ("pr_number", pa.int64()),
+        ("pr_url", pa.string()),
+        ("pr_title", pa.string()),
+        ("pr_author", pa.string()),
+        ("pr_labels", pa.list_(pa.string())),
+        ("base_commit", pa.string()),
+        ("head_commit", pa.string()),
+        ("problem_statement", pa.string()),
+        ("hints_text", pa.string()),
+        ("patch", pa.string()),
+        ("test_patch", pa.string()),
+        ("test_patch_backend", pa.string()),
+        ("test_patch_frontend", pa.string()),
+        ("fail_to_pass", _TESTS),
+        ("pass_to_pass", _TESTS),
+        ("stack_domain", pa.string()),
+        (
+            "environment",
+            pa.struct(
+                [
+                    (k, pa.string())
+                    for k in (
+                        "python_version",
+                        "node_version",
+                        "uv_lock_sha",
+                        "bun_lock_sha",
+                        "docker_compose_sha",
+                        "backend_lock_sha",
+                        "frontend_lock_sha",
+                    )
+                ]
+            ),
+        ),
+        ("created_at", pa.string()),
+        ("contamination_tier", pa.string()),
+        ("difficulty", pa.string()),
+        ("notes", pa.string()),
+    ]
+)
 
-REJECTED_SCHEMA = pa.schema([
-    ("instance_id", pa.string()),
-    ("pr_number", pa.int64()),
-    ("source", pa.string()),
-    ("reasons", pa.list_(pa.string())),
-])
+REJECTED_SCHEMA = pa.schema(
+    [
+        ("instance_id", pa.string()),
+        ("pr_number", pa.int64()),
+        ("source", pa.string()),
+        ("reasons", pa.list_(pa.string())),
+    ]
+)
 
 
 def _window_bounds(season: Season) -> tuple[datetime | None, datetime | None]:
@@ -77,7 +95,11 @@ def pr_source(source: SourceRecord, method: str | None, prs_file: str | None, mi
     if prs_file:
         method = method or "export"
     if method is None:
-        method = "export" if source.clone.generator else ("mirror" if (mirror or source.clone.mirror) else "github")
+        method = (
+            "export"
+            if source.clone.generator
+            else ("mirror" if (mirror or source.clone.mirror) else "github")
+        )
     if method == "export":
         path = prs_file
         if path is None and source.clone.generator == "demo":
@@ -85,7 +107,9 @@ def pr_source(source: SourceRecord, method: str | None, prs_file: str | None, mi
 
             path = str(demo_prs_path(ensure_demo_repo()))
         if path is None:
-            raise InputError("--prs-file: an export file is needed for the export crawl (gh pr list --json ...)")
+            raise InputError(
+                "--prs-file: an export file is needed for the export crawl (gh pr list --json ...)"
+            )
         return ExportPRSource(path, source.name, source.default_branch, repo=source.repo)
     if method == "mirror":
         from tasks_lib.crawl.mirror import MirrorPRSource
@@ -99,8 +123,15 @@ def pr_source(source: SourceRecord, method: str | None, prs_file: str | None, mi
     raise InputError(f"--crawl: unknown method {method!r} (export, mirror, github)")
 
 
-def stage_crawl(season: Season, source: SourceRecord, out: Path, *, method: str | None = None,
-                prs_file: str | None = None, mirror: str | None = None) -> Path:
+def stage_crawl(
+    season: Season,
+    source: SourceRecord,
+    out: Path,
+    *,
+    method: str | None = None,
+    prs_file: str | None = None,
+    mirror: str | None = None,
+) -> Path:
     since, until = _window_bounds(season)
     prs = list(pr_source(source, method, prs_file, mirror).iter_merged_prs(since, until))
     try:
@@ -122,7 +153,9 @@ def stage_filter(source: SourceRecord, out: Path) -> Path:
 def stage_distribution(season: Season, source: SourceRecord, out: Path) -> tuple[Path, str, list[str]]:
     prs = read_prs_parquet(out / "prs.parquet")
     verdicts = filtering.read_filter_parquet(out / "filter.parquet")
-    report = distribution.build_distribution(prs, verdicts, source, season.target_mix or None, season.tolerance)
+    report = distribution.build_distribution(
+        prs, verdicts, source, season.target_mix or None, season.tolerance
+    )
     distribution.write_distribution_parquet(report, out / "distribution.parquet")
     distribution.write_chart(report, out / "distribution.png")
     warnings = distribution.check_distribution(report, season.fail_on_mismatch)
@@ -146,7 +179,9 @@ def deps_key(source: SourceRecord, repo: Path, pr: PullRequest) -> str:
 
 def write_extraction(results: list[ExtractionResult], out: Path) -> Path:
     rows = [r.to_row() for r in sorted(results, key=lambda r: r.number)]
-    return write_table_atomic(pa.Table.from_pylist(rows, schema=EXTRACTION_SCHEMA), out / "extraction.parquet")
+    return write_table_atomic(
+        pa.Table.from_pylist(rows, schema=EXTRACTION_SCHEMA), out / "extraction.parquet"
+    )
 
 
 def read_extraction(out: Path) -> list[ExtractionResult]:
@@ -167,9 +202,13 @@ def stage_package(season: Season, source: SourceRecord, out: Path, mirror: str |
         iid = f"{owner}__{name}-{pr.number}"
         tier = tiering.assign_tier(iid, pr.merged_at, cutoffs, season.internal_only)
         instance = packaging.build_instance(pr, source, repo, ext, tier)
-        problems = schema.validate_instance(instance, source, commit_exists=lambda sha: gitops.commit_exists(repo, sha))
+        problems = schema.validate_instance(
+            instance, source, commit_exists=lambda sha: gitops.commit_exists(repo, sha)
+        )
         if problems:
-            rejected.append({"instance_id": iid, "pr_number": pr.number, "source": source.name, "reasons": problems})
+            rejected.append(
+                {"instance_id": iid, "pr_number": pr.number, "source": source.name, "reasons": problems}
+            )
         else:
             instances.append(instance)
     instances.sort(key=lambda i: i["pr_number"])
@@ -182,7 +221,9 @@ def write_instances(instances: list[dict], out: Path) -> None:
     rows = []
     for inst in instances:
         row = {name: inst.get(name) for name in INSTANCES_SCHEMA.names}
-        row["environment"] = {k: inst["environment"].get(k) for k in INSTANCES_SCHEMA.field("environment").type.names}
+        row["environment"] = {
+            k: inst["environment"].get(k) for k in INSTANCES_SCHEMA.field("environment").type.names
+        }
         rows.append(row)
     write_table_atomic(pa.Table.from_pylist(rows, schema=INSTANCES_SCHEMA), out / "instances.parquet")
     tmp = out / "instances.jsonl.tmp"
@@ -194,7 +235,9 @@ def export_dataset(season: Season, out: Path) -> Path:
     """A `datasets.load_from_disk`-loadable copy with a dataset card (README.md)."""
     import datasets
 
-    instances = [json.loads(line) for line in (out / "instances.jsonl").read_text().splitlines() if line.strip()]
+    instances = [
+        json.loads(line) for line in (out / "instances.jsonl").read_text().splitlines() if line.strip()
+    ]
     table = pq.read_table(out / "instances.parquet")
     ds = datasets.Dataset(table) if instances else datasets.Dataset.from_list([])
     hf_dir = out / "hf"
@@ -231,7 +274,11 @@ def dataset_card(season: Season, instances: list[dict]) -> str:
     ]
     lines += [f"| stack_domain = {k} | {v} |" for k, v in sorted(domains.items())]
     lines += [f"| contamination_tier = {k} | {v} |" for k, v in sorted(tiers.items())]
-    lines += ["", f"Target models: {', '.join(season.target_models)}. Sources: {', '.join(season.sources)}.", ""]
+    lines += [
+        "",
+        f"Target models: {', '.join(season.target_models)}. Sources: {', '.join(season.sources)}.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -239,6 +286,13 @@ def write_season_meta(season: Season, out: Path, summary: dict) -> None:
     path = out / "season.json"
     history = json.loads(path.read_text()).get("history", []) if path.exists() else []
     history.append({"finished_at": datetime.now(UTC).isoformat(timespec="seconds"), **summary})
-    meta = {"season": season.name, "sources": list(season.sources), "target_models": list(season.target_models),
-            "harness_version": HARNESS_VERSION, "definition": season.raw, "latest": summary, "history": history}
+    meta = {
+        "season": season.name,
+        "sources": list(season.sources),
+        "target_models": list(season.target_models),
+        "harness_version": HARNESS_VERSION,
+        "definition": season.raw,
+        "latest": summary,
+        "history": history,
+    }
     path.write_text(json.dumps(meta, indent=2, default=str))

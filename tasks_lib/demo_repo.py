@@ -1,18 +1,27 @@
-"""The embedded demo source: a small FastAPI + SQLModel + Postgres repository and its merged pull requests.
+"""The embedded demo source: a small full-stack repository (FastAPI + SQLModel + Postgres backend, Vite + React
+frontend tested with Playwright) and its merged pull requests.
 
 `generate_demo_repo(dest)` builds, deterministically, a git repository whose `main` holds an initial app and
-six merged pull requests of the kinds the pipeline must handle (a feature with a closing issue, a bugfix, a
+eight merged pull requests of the kinds the pipeline must handle (a feature with a closing issue, a bugfix, a
 PR whose new test file fails to collect at its base and that changes the lock file, a docs-only PR, a bot
-dependency bump, and a feature with one genuinely flaky test). Beside the repository it writes
-`prs.jsonl`, shaped like `gh pr list --state merged --json ...`, with the real merge SHAs and per-file
-line counts taken from git.
+dependency bump, a feature with one genuinely flaky test, a frontend-only UI change with a new Playwright
+test, and a fullstack feature - a backend endpoint plus the UI that uses it - with new tests on both sides).
+Beside the repository it writes `prs.jsonl`, shaped like `gh pr list --state merged --json ...`, with the
+real merge SHAs and per-file line counts taken from git.
 
 Same generator version -> byte-identical commit SHAs on any machine: every author, committer and date is
 explicit, commits are made with `git commit-tree`, and no user or system git configuration is read.
 
 File contents live below as plain string constants, one constant per version of a file, so the app can be
-read as it is at every step of its history. The repository is backend-only for now; a `frontend/` will be
-added by later commits (bump GENERATOR_VERSION then).
+read as it is at every step of its history. The one exception is `frontend/package-lock.json` (machine-written,
+~950 lines), embedded from `tasks_lib/demo_frontend/package-lock.json`; the fingerprint covers it.
+
+The frontend never calls the backend's origin: the browser talks only to the Vite server
+(http://localhost:5173), which proxies `/api` to the backend (`API_PROXY_TARGET`, default
+http://localhost:8000; `server.proxy` and `preview.proxy` in frontend/vite.config.js). So the backend needs
+no CORS middleware, and a harness that forwards localhost:8000 to a backend-serve container (or sets
+API_PROXY_TARGET) runs the repository's tests unchanged. The backend is served with
+`uvicorn app.main:app --host 0.0.0.0 --port 8000` after `python -m app.prestart`.
 """
 
 from __future__ import annotations
@@ -20,8 +29,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import importlib.resources
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -36,6 +47,7 @@ from tasks_lib.errors import InfraError, InputError
 __all__ = [
     "DEMO_PRS",
     "FLAKY_TEST_ID",
+    "FRONTEND_FAIL_TO_PASS",
     "GENERATOR_VERSION",
     "REPO",
     "demo_prs_path",
@@ -45,7 +57,7 @@ __all__ = [
 ]
 
 # Bump on any change of the generated history (contents, messages, people, dates).
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"
 
 REPO = "prototypebench/demo-fullstack"
 REPO_URL = f"https://github.com/{REPO}"
@@ -60,6 +72,8 @@ DEMO_PRS: dict[str, int] = {
     "docs": 9,
     "bot_bump": 11,
     "flaky": 12,
+    "frontend_only": 14,
+    "fullstack": 16,
 }
 
 # The deliberately flaky test added by the "flaky" PR; node ids are relative to `backend/`.
@@ -118,7 +132,7 @@ README_MD = _src(
     """
 # demo-fullstack
 
-A small items API built with FastAPI, SQLModel and Postgres.
+A small items app: an API built with FastAPI, SQLModel and Postgres, and a React frontend built with Vite.
 
 ## Backend
 
@@ -131,33 +145,30 @@ export POSTGRES_SERVER=localhost POSTGRES_PORT=5432 POSTGRES_USER=postgres
 export POSTGRES_PASSWORD=secret POSTGRES_DB=app
 python -m app.prestart   # waits for the database, then creates the tables
 python -m pytest
+uvicorn app.main:app --host 0.0.0.0 --port 8000   # serve the API
 ```
 
 The tests use the real database named by the `POSTGRES_*` variables and empty its tables before each test.
+
+## Frontend
+
+Requirements: Node.js 20 and the API served on http://localhost:8000 (see above).
+
+```bash
+cd frontend
+npm ci
+npm run dev                       # http://localhost:5173
+npx playwright install chromium   # once
+npm run test:e2e                  # starts the dev server unless one is running
+```
+
+The browser only ever talks to the frontend's origin: the Vite server proxies `/api` to the backend
+(`API_PROXY_TARGET`, default `http://localhost:8000`), so the API needs no CORS setup. The Playwright tests
+create items through the UI and the API: they need the backend and its database, and never empty them.
 """
 )
 
-README_MD_DOCS = _src(
-    """
-# demo-fullstack
-
-A small items API built with FastAPI, SQLModel and Postgres.
-
-## Backend
-
-Requirements: Python 3.11 and a reachable Postgres server.
-
-```bash
-cd backend
-pip install -r requirements.txt
-export POSTGRES_SERVER=localhost POSTGRES_PORT=5432 POSTGRES_USER=postgres
-export POSTGRES_PASSWORD=secret POSTGRES_DB=app
-python -m app.prestart   # waits for the database, then creates the tables
-python -m pytest
-```
-
-The tests use the real database named by the `POSTGRES_*` variables and empty its tables before each test.
-
+_README_API_SECTION = """
 ## API
 
 All routes live under `/api/v1/items`:
@@ -171,7 +182,8 @@ All routes live under `/api/v1/items`:
 
 See [docs/usage.md](docs/usage.md) for examples.
 """
-)
+
+README_MD_DOCS = README_MD + _README_API_SECTION
 
 DOCS_USAGE_MD = _src(
     """
@@ -224,6 +236,7 @@ curl 'http://localhost:8000/api/v1/items/?include_archived=true'
 REQUIREMENTS_TXT = _src(
     """
 fastapi==0.115.6
+uvicorn==0.32.1
 sqlmodel==0.0.22
 psycopg[binary]==3.2.3
 pytest==8.3.4
@@ -234,6 +247,7 @@ httpx==0.28.1
 REQUIREMENTS_TXT_SLUGS = _src(
     """
 fastapi==0.115.6
+uvicorn==0.32.1
 sqlmodel==0.0.22
 psycopg[binary]==3.2.3
 python-slugify==8.0.4
@@ -245,6 +259,7 @@ httpx==0.28.1
 REQUIREMENTS_TXT_PYTEST_BUMP = _src(
     """
 fastapi==0.115.6
+uvicorn==0.32.1
 sqlmodel==0.0.22
 psycopg[binary]==3.2.3
 python-slugify==8.0.4
@@ -524,6 +539,58 @@ def archive_item(*, session: Session, item: Item) -> Item:
 '''
 )
 
+CRUD_PY_DELETE = _src(
+    '''
+"""Database operations on items."""
+
+from sqlmodel import Session, col, func, select
+
+from app.models import Item, ItemCreate
+
+
+def create_item(*, session: Session, item_in: ItemCreate) -> Item:
+    item = Item.model_validate(item_in)
+    session.add(item)
+    session.commit()
+    session.refresh(item)
+    return item
+
+
+def list_items(
+    *, session: Session, skip: int = 0, limit: int = 100, include_archived: bool = False
+) -> list[Item]:
+    statement = select(Item)
+    if not include_archived:
+        statement = statement.where(col(Item.archived).is_(False))
+    statement = statement.order_by(Item.id).offset(skip).limit(limit)
+    return list(session.exec(statement).all())
+
+
+def count_items(*, session: Session, include_archived: bool = False) -> int:
+    statement = select(func.count()).select_from(Item)
+    if not include_archived:
+        statement = statement.where(col(Item.archived).is_(False))
+    return session.exec(statement).one()
+
+
+def get_item(*, session: Session, item_id: int) -> Item | None:
+    return session.get(Item, item_id)
+
+
+def archive_item(*, session: Session, item: Item) -> Item:
+    item.archived = True
+    session.add(item)
+    session.commit()
+    session.refresh(item)
+    return item
+
+
+def delete_item(*, session: Session, item: Item) -> None:
+    session.delete(item)
+    session.commit()
+'''
+)
+
 MAIN_PY = _src(
     '''
 """The items API."""
@@ -737,6 +804,80 @@ def archive_item(session: SessionDep, item_id: int) -> Any:
     if item is None:
         raise HTTPException(status_code=404, detail="Item not found")
     return crud.archive_item(session=session, item=item)
+
+
+app = FastAPI(title=settings.PROJECT_NAME, openapi_url=f"{settings.API_V1_STR}/openapi.json")
+app.include_router(router, prefix=settings.API_V1_STR)
+'''
+)
+
+MAIN_PY_DELETE = _src(
+    '''
+"""The items API."""
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, HTTPException
+from sqlmodel import Session
+
+from app import crud
+from app.core.config import settings
+from app.db import get_session
+from app.models import ItemCreate, ItemPublic, ItemsCount
+
+SessionDep = Annotated[Session, Depends(get_session)]
+
+router = APIRouter(prefix="/items", tags=["items"])
+
+
+@router.post("/", response_model=ItemPublic)
+def create_item(session: SessionDep, item_in: ItemCreate) -> Any:
+    """Create an item."""
+    return crud.create_item(session=session, item_in=item_in)
+
+
+@router.get("/", response_model=list[ItemPublic])
+def list_items(
+    session: SessionDep, skip: int = 0, limit: int = 100, include_archived: bool = False
+) -> Any:
+    """List items, oldest first. Archived items are left out unless include_archived is set."""
+    return crud.list_items(
+        session=session, skip=skip, limit=limit, include_archived=include_archived
+    )
+
+
+# Declared before /{item_id}, which would otherwise try to read "count" as an item id.
+@router.get("/count", response_model=ItemsCount)
+def count_items(session: SessionDep, include_archived: bool = False) -> Any:
+    """Number of items the list would show."""
+    return ItemsCount(count=crud.count_items(session=session, include_archived=include_archived))
+
+
+@router.get("/{item_id}", response_model=ItemPublic)
+def read_item(session: SessionDep, item_id: int) -> Any:
+    """Read one item by id."""
+    item = crud.get_item(session=session, item_id=item_id)
+    if item is None:
+        raise HTTPException(status_code=404, detail="Item not found")
+    return item
+
+
+@router.post("/{item_id}/archive", response_model=ItemPublic)
+def archive_item(session: SessionDep, item_id: int) -> Any:
+    """Archive an item: it stays readable by id but leaves the list."""
+    item = crud.get_item(session=session, item_id=item_id)
+    if item is None:
+        raise HTTPException(status_code=404, detail="Item not found")
+    return crud.archive_item(session=session, item=item)
+
+
+@router.delete("/{item_id}", status_code=204)
+def delete_item(session: SessionDep, item_id: int) -> None:
+    """Delete an item for good (archive it instead to keep it readable)."""
+    item = crud.get_item(session=session, item_id=item_id)
+    if item is None:
+        raise HTTPException(status_code=404, detail="Item not found")
+    crud.delete_item(session=session, item=item)
 
 
 app = FastAPI(title=settings.PROJECT_NAME, openapi_url=f"{settings.API_V1_STR}/openapi.json")
@@ -1032,6 +1173,32 @@ TEST_ITEMS_PY_COUNT = (
     + _TEST_ITEMS_COUNT_TESTS
 )
 
+_TEST_ITEMS_DELETE_TESTS = """
+
+def test_delete_item(client: TestClient) -> None:
+    created = create_item(client, "Delete me")
+    r = client.delete(f"{API}/{created['id']}")
+    assert r.status_code == 204
+    assert r.content == b""
+    assert client.get(f"{API}/{created['id']}").status_code == 404
+
+
+def test_deleted_item_leaves_the_list(client: TestClient) -> None:
+    kept = create_item(client, "kept")
+    gone = create_item(client, "gone")
+    assert client.delete(f"{API}/{gone['id']}").status_code == 204
+    r = client.get(f"{API}/", params={"include_archived": True})
+    assert [item["id"] for item in r.json()] == [kept["id"]]
+
+
+def test_delete_missing_item(client: TestClient) -> None:
+    r = client.delete(f"{API}/999999")
+    assert r.status_code == 404
+    assert r.json() == {"detail": "Item not found"}
+"""
+
+TEST_ITEMS_PY_DELETE = TEST_ITEMS_PY_COUNT + _TEST_ITEMS_DELETE_TESTS
+
 TEST_SLUGS_PY = _src(
     '''
 """Tests of the slug helper."""
@@ -1051,6 +1218,554 @@ def test_slugify_title_cuts_at_a_word_boundary() -> None:
     assert slugify_title("the quick brown fox jumps", max_length=15) == "the-quick-brown"
 '''
 )
+
+# ---- frontend/ (Vite + React, Playwright tests). The lock file is machine-written: it is embedded from
+# tasks_lib/demo_frontend/package-lock.json (the versions of tests/fixtures/playwright, known to install and
+# run in the project's frontend image with Debian's Chromium).
+
+FRONTEND_PACKAGE_LOCK_JSON = (
+    importlib.resources.files("tasks_lib") / "demo_frontend" / "package-lock.json"
+).read_text(encoding="utf-8")
+
+FRONTEND_PACKAGE_JSON = _src(
+    """
+{
+  "name": "demo-fullstack-frontend",
+  "private": true,
+  "version": "0.0.0",
+  "type": "module",
+  "scripts": {
+    "dev": "vite",
+    "build": "vite build",
+    "preview": "vite preview",
+    "test:e2e": "playwright test"
+  },
+  "dependencies": {
+    "react": "19.3.1",
+    "react-dom": "19.3.1"
+  },
+  "devDependencies": {
+    "@playwright/test": "1.65.1",
+    "@vitejs/plugin-react": "6.3.0",
+    "vite": "8.4.0"
+  }
+}
+"""
+)
+
+FRONTEND_GITIGNORE = _src(
+    """
+node_modules/
+dist/
+test-results/
+playwright-report/
+"""
+)
+
+FRONTEND_INDEX_HTML = _src(
+    """
+<!doctype html>
+<html lang="en">
+  <head>
+    <meta charset="UTF-8" />
+    <meta name="viewport" content="width=device-width, initial-scale=1.0" />
+    <title>Items</title>
+  </head>
+  <body>
+    <div id="root"></div>
+    <script type="module" src="/src/main.jsx"></script>
+  </body>
+</html>
+"""
+)
+
+FRONTEND_VITE_CONFIG_JS = _src(
+    """
+import react from '@vitejs/plugin-react';
+import { defineConfig } from 'vite';
+
+// The browser only ever talks to this server: it forwards /api to the backend, so the API needs no CORS
+// setup. API_PROXY_TARGET points it at a backend elsewhere than http://localhost:8000.
+const apiProxy = { '/api': process.env.API_PROXY_TARGET || 'http://localhost:8000' };
+
+export default defineConfig({
+  plugins: [react()],
+  server: { port: 5173, strictPort: true, proxy: apiProxy },
+  preview: { port: 5173, strictPort: true, proxy: apiProxy },
+});
+"""
+)
+
+FRONTEND_PLAYWRIGHT_CONFIG_JS = _src(
+    """
+import { defineConfig, devices } from '@playwright/test';
+
+// The tests need the whole stack: the API on http://localhost:8000 (and its database) behind this app's dev
+// server, which `webServer` starts unless one is already running.
+export default defineConfig({
+  testDir: './tests',
+  fullyParallel: false,
+  forbidOnly: !!process.env.CI,
+  retries: process.env.CI ? 2 : 0,
+  workers: 1,
+  reporter: process.env.CI ? 'list' : 'html',
+  timeout: 15_000,
+  expect: { timeout: 5_000 },
+  use: {
+    baseURL: 'http://localhost:5173',
+    actionTimeout: 5_000,
+    trace: 'on-first-retry',
+  },
+  projects: [{ name: 'chromium', use: { ...devices['Desktop Chrome'] } }],
+  webServer: {
+    command: 'npm run dev',
+    url: 'http://localhost:5173',
+    reuseExistingServer: !process.env.CI,
+  },
+});
+"""
+)
+
+FRONTEND_MAIN_JSX = _src(
+    """
+import { StrictMode } from 'react';
+import { createRoot } from 'react-dom/client';
+import App from './App.jsx';
+
+createRoot(document.getElementById('root')).render(
+  <StrictMode>
+    <App />
+  </StrictMode>,
+);
+"""
+)
+
+FRONTEND_API_JS = _src(
+    """
+// The items API. Paths are relative: the Vite server proxies /api to the backend (see vite.config.js).
+const ITEMS = '/api/v1/items/';
+
+async function check(response) {
+  if (!response.ok) {
+    throw new Error(`${response.status} ${response.statusText}`);
+  }
+  return response;
+}
+
+export async function listItems() {
+  const response = await check(await fetch(ITEMS));
+  return response.json();
+}
+
+export async function createItem(item) {
+  const response = await check(
+    await fetch(ITEMS, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(item),
+    }),
+  );
+  return response.json();
+}
+"""
+)
+
+FRONTEND_API_JS_DELETE = FRONTEND_API_JS + _src(
+    """
+
+export async function deleteItem(id) {
+  await check(await fetch(`${ITEMS}${id}`, { method: 'DELETE' }));
+}
+"""
+)
+
+FRONTEND_APP_JSX = _src(
+    """
+import { useEffect, useState } from 'react';
+import { createItem, listItems } from './api.js';
+
+export default function App() {
+  const [items, setItems] = useState([]);
+  const [loading, setLoading] = useState(true);
+  const [error, setError] = useState('');
+  const [title, setTitle] = useState('');
+  const [description, setDescription] = useState('');
+
+  useEffect(() => {
+    // React's StrictMode runs effects twice in development: only the last answer counts.
+    let ignore = false;
+    listItems()
+      .then((data) => {
+        if (!ignore) setItems(data);
+      })
+      .catch((err) => {
+        if (!ignore) setError(`Could not load the items: ${err.message}`);
+      })
+      .finally(() => {
+        if (!ignore) setLoading(false);
+      });
+    return () => {
+      ignore = true;
+    };
+  }, []);
+
+  async function handleSubmit(event) {
+    event.preventDefault();
+    try {
+      const item = await createItem({ title, description: description || null });
+      setItems((current) => [...current, item]);
+      setTitle('');
+      setDescription('');
+      setError('');
+    } catch (err) {
+      setError(`Could not create the item: ${err.message}`);
+    }
+  }
+
+  return (
+    <main>
+      <h1>Items</h1>
+      <form aria-label="New item" onSubmit={handleSubmit}>
+        <label htmlFor="item-title">Title</label>{' '}
+        <input
+          id="item-title"
+          value={title}
+          onChange={(event) => setTitle(event.target.value)}
+          required
+          maxLength={255}
+        />{' '}
+        <label htmlFor="item-description">Description</label>{' '}
+        <input
+          id="item-description"
+          value={description}
+          onChange={(event) => setDescription(event.target.value)}
+          maxLength={255}
+        />{' '}
+        <button type="submit" disabled={loading}>
+          Add item
+        </button>
+      </form>
+      {error && <p role="alert">{error}</p>}
+      {loading && <p>Loading…</p>}
+      <ul aria-label="Items">
+        {items.map((item) => (
+          <li key={item.id}>
+            {item.title}
+            {item.description && ` — ${item.description}`}
+          </li>
+        ))}
+      </ul>
+    </main>
+  );
+}
+"""
+)
+
+FRONTEND_APP_JSX_EMPTY = _src(
+    """
+import { useEffect, useState } from 'react';
+import { createItem, listItems } from './api.js';
+
+function countLabel(count) {
+  return count === 1 ? '1 item' : `${count} items`;
+}
+
+export default function App() {
+  const [items, setItems] = useState([]);
+  const [loading, setLoading] = useState(true);
+  const [error, setError] = useState('');
+  const [title, setTitle] = useState('');
+  const [description, setDescription] = useState('');
+
+  useEffect(() => {
+    // React's StrictMode runs effects twice in development: only the last answer counts.
+    let ignore = false;
+    listItems()
+      .then((data) => {
+        if (!ignore) setItems(data);
+      })
+      .catch((err) => {
+        if (!ignore) setError(`Could not load the items: ${err.message}`);
+      })
+      .finally(() => {
+        if (!ignore) setLoading(false);
+      });
+    return () => {
+      ignore = true;
+    };
+  }, []);
+
+  async function handleSubmit(event) {
+    event.preventDefault();
+    try {
+      const item = await createItem({ title, description: description || null });
+      setItems((current) => [...current, item]);
+      setTitle('');
+      setDescription('');
+      setError('');
+    } catch (err) {
+      setError(`Could not create the item: ${err.message}`);
+    }
+  }
+
+  return (
+    <main>
+      <h1>Items</h1>
+      <form aria-label="New item" onSubmit={handleSubmit}>
+        <label htmlFor="item-title">Title</label>{' '}
+        <input
+          id="item-title"
+          value={title}
+          onChange={(event) => setTitle(event.target.value)}
+          required
+          maxLength={255}
+        />{' '}
+        <label htmlFor="item-description">Description</label>{' '}
+        <input
+          id="item-description"
+          value={description}
+          onChange={(event) => setDescription(event.target.value)}
+          maxLength={255}
+        />{' '}
+        <button type="submit" disabled={loading}>
+          Add item
+        </button>
+      </form>
+      {error && <p role="alert">{error}</p>}
+      {loading && <p>Loading…</p>}
+      {!loading && !error && (
+        <p role="status">{items.length === 0 ? 'No items yet' : countLabel(items.length)}</p>
+      )}
+      <ul aria-label="Items">
+        {items.map((item) => (
+          <li key={item.id}>
+            {item.title}
+            {item.description && ` — ${item.description}`}
+          </li>
+        ))}
+      </ul>
+    </main>
+  );
+}
+"""
+)
+
+FRONTEND_APP_JSX_DELETE = _src(
+    """
+import { useEffect, useState } from 'react';
+import { createItem, deleteItem, listItems } from './api.js';
+
+function countLabel(count) {
+  return count === 1 ? '1 item' : `${count} items`;
+}
+
+export default function App() {
+  const [items, setItems] = useState([]);
+  const [loading, setLoading] = useState(true);
+  const [error, setError] = useState('');
+  const [title, setTitle] = useState('');
+  const [description, setDescription] = useState('');
+
+  useEffect(() => {
+    // React's StrictMode runs effects twice in development: only the last answer counts.
+    let ignore = false;
+    listItems()
+      .then((data) => {
+        if (!ignore) setItems(data);
+      })
+      .catch((err) => {
+        if (!ignore) setError(`Could not load the items: ${err.message}`);
+      })
+      .finally(() => {
+        if (!ignore) setLoading(false);
+      });
+    return () => {
+      ignore = true;
+    };
+  }, []);
+
+  async function handleSubmit(event) {
+    event.preventDefault();
+    try {
+      const item = await createItem({ title, description: description || null });
+      setItems((current) => [...current, item]);
+      setTitle('');
+      setDescription('');
+      setError('');
+    } catch (err) {
+      setError(`Could not create the item: ${err.message}`);
+    }
+  }
+
+  async function handleDelete(item) {
+    try {
+      await deleteItem(item.id);
+      setItems((current) => current.filter((other) => other.id !== item.id));
+      setError('');
+    } catch (err) {
+      setError(`Could not delete the item: ${err.message}`);
+    }
+  }
+
+  return (
+    <main>
+      <h1>Items</h1>
+      <form aria-label="New item" onSubmit={handleSubmit}>
+        <label htmlFor="item-title">Title</label>{' '}
+        <input
+          id="item-title"
+          value={title}
+          onChange={(event) => setTitle(event.target.value)}
+          required
+          maxLength={255}
+        />{' '}
+        <label htmlFor="item-description">Description</label>{' '}
+        <input
+          id="item-description"
+          value={description}
+          onChange={(event) => setDescription(event.target.value)}
+          maxLength={255}
+        />{' '}
+        <button type="submit" disabled={loading}>
+          Add item
+        </button>
+      </form>
+      {error && <p role="alert">{error}</p>}
+      {loading && <p>Loading…</p>}
+      {!loading && !error && (
+        <p role="status">{items.length === 0 ? 'No items yet' : countLabel(items.length)}</p>
+      )}
+      <ul aria-label="Items">
+        {items.map((item) => (
+          <li key={item.id}>
+            {item.title}
+            {item.description && ` — ${item.description}`}{' '}
+            <button type="button" aria-label={`Delete ${item.title}`} onClick={() => handleDelete(item)}>
+              Delete
+            </button>
+          </li>
+        ))}
+      </ul>
+    </main>
+  );
+}
+"""
+)
+
+# frontend/tests/items.spec.js: one `describe`, each PR appends its tests at the end of it.
+FRONTEND_SPEC_PATH = "frontend/tests/items.spec.js"
+_ITEMS_SPEC_DESCRIBE = "Items"
+
+_ITEMS_SPEC_HEAD = _src(
+    """
+import { expect, test } from '@playwright/test';
+
+// The tests run against the live backend (through the dev server's /api proxy) and never empty its
+// database: every item they create has a title no other run uses.
+function uniqueTitle(prefix) {
+  return `${prefix} ${Date.now()}-${Math.floor(Math.random() * 1e6)}`;
+}
+
+test.describe('Items', () => {
+"""
+)
+
+_ITEMS_SPEC_TESTS = _src(
+    """
+  test('shows the page title and heading', async ({ page }) => {
+    await page.goto('/');
+    await expect(page).toHaveTitle('Items');
+    await expect(page.getByRole('heading', { name: 'Items' })).toBeVisible();
+  });
+
+  test('creating an item shows it in the list', async ({ page }) => {
+    const title = uniqueTitle('Groceries');
+    await page.goto('/');
+    await page.getByLabel('Title', { exact: true }).fill(title);
+    await page.getByLabel('Description', { exact: true }).fill('milk, eggs');
+    await page.getByRole('button', { name: 'Add item' }).click();
+    await expect(page.getByRole('list', { name: 'Items' }).getByText(title)).toBeVisible();
+  });
+"""
+)
+
+_ITEMS_SPEC_EMPTY_TESTS = _src(
+    """
+
+  test('shows an empty state when there are no items', async ({ page }) => {
+    // Whatever the database holds, the list answers no items.
+    await page.route('**/api/v1/items/', (route) => route.fulfill({ json: [] }));
+    await page.goto('/');
+    await expect(page.getByText('No items yet')).toBeVisible();
+    await expect(page.getByRole('listitem')).toHaveCount(0);
+  });
+
+  test('shows how many items there are', async ({ page }) => {
+    const items = [
+      { id: 1, title: 'Milk', description: null, archived: false },
+      { id: 2, title: 'Eggs', description: 'a dozen', archived: false },
+    ];
+    await page.route('**/api/v1/items/', (route) => route.fulfill({ json: items }));
+    await page.goto('/');
+    await expect(page.getByText('2 items', { exact: true })).toBeVisible();
+    await expect(page.getByText('No items yet')).toHaveCount(0);
+  });
+"""
+)
+
+_ITEMS_SPEC_DELETE_TESTS = _src(
+    """
+
+  test('deleting an item removes it from the list', async ({ page, request }) => {
+    const title = uniqueTitle('Old news');
+    const created = await request.post('/api/v1/items/', { data: { title } });
+    expect(created.ok()).toBe(true);
+    const { id } = await created.json();
+    await page.goto('/');
+    const list = page.getByRole('list', { name: 'Items' });
+    await expect(list.getByText(title)).toBeVisible();
+    await page.getByRole('button', { name: `Delete ${title}` }).click();
+    await expect(list.getByText(title)).toHaveCount(0);
+    expect((await request.get(`/api/v1/items/${id}`)).status()).toBe(404);
+  });
+"""
+)
+
+_ITEMS_SPEC_TAIL = "});\n"
+
+FRONTEND_ITEMS_SPEC_JS = _ITEMS_SPEC_HEAD + _ITEMS_SPEC_TESTS + _ITEMS_SPEC_TAIL
+FRONTEND_ITEMS_SPEC_JS_EMPTY = (
+    _ITEMS_SPEC_HEAD + _ITEMS_SPEC_TESTS + _ITEMS_SPEC_EMPTY_TESTS + _ITEMS_SPEC_TAIL
+)
+FRONTEND_ITEMS_SPEC_JS_DELETE = (
+    _ITEMS_SPEC_HEAD
+    + _ITEMS_SPEC_TESTS
+    + _ITEMS_SPEC_EMPTY_TESTS
+    + _ITEMS_SPEC_DELETE_TESTS
+    + _ITEMS_SPEC_TAIL
+)
+
+_SPEC_TEST_CALL = re.compile(r"^(?P<indent> *)test\('(?P<title>[^']+)'", re.MULTILINE)
+
+
+def _spec_test_ids(spec_text: str, tests_text: str) -> tuple[str, ...]:
+    """PrototypeBench ids (`tests/items.spec.js:LINE:COL › Items › title`, frontend-relative, as
+    tasks_lib/playwright_report.py builds them) of the `test(...)` calls of `tests_text` in `spec_text`."""
+    offset = spec_text.index(tests_text)
+    rel = FRONTEND_SPEC_PATH.removeprefix("frontend/")
+    ids = []
+    for match in _SPEC_TEST_CALL.finditer(spec_text, offset, offset + len(tests_text)):
+        line = spec_text.count("\n", 0, match.start()) + 1
+        column = len(match.group("indent")) + 1
+        ids.append(f"{rel}:{line}:{column} › {_ITEMS_SPEC_DESCRIBE} › {match.group('title')}")
+    return tuple(ids)
+
+
+# The Playwright tests each frontend PR adds: they fail at its base (with its test patch) and pass at head.
+FRONTEND_FAIL_TO_PASS: dict[str, tuple[str, ...]] = {
+    "frontend_only": _spec_test_ids(FRONTEND_ITEMS_SPEC_JS_EMPTY, _ITEMS_SPEC_EMPTY_TESTS),
+    "fullstack": _spec_test_ids(FRONTEND_ITEMS_SPEC_JS_DELETE, _ITEMS_SPEC_DELETE_TESTS),
+}
 
 # --------------------------------------------------------------------------------------------------
 # History
@@ -1106,6 +1821,16 @@ INITIAL_COMMIT = _Commit(
         "backend/tests/__init__.py": "",
         "backend/tests/conftest.py": CONFTEST_PY,
         "backend/tests/test_items.py": TEST_ITEMS_PY,
+        "frontend/.gitignore": FRONTEND_GITIGNORE,
+        "frontend/package.json": FRONTEND_PACKAGE_JSON,
+        "frontend/package-lock.json": FRONTEND_PACKAGE_LOCK_JSON,
+        "frontend/index.html": FRONTEND_INDEX_HTML,
+        "frontend/vite.config.js": FRONTEND_VITE_CONFIG_JS,
+        "frontend/playwright.config.js": FRONTEND_PLAYWRIGHT_CONFIG_JS,
+        "frontend/src/main.jsx": FRONTEND_MAIN_JSX,
+        "frontend/src/api.js": FRONTEND_API_JS,
+        "frontend/src/App.jsx": FRONTEND_APP_JSX,
+        FRONTEND_SPEC_PATH: FRONTEND_ITEMS_SPEC_JS,
     },
 )
 INITIAL_AUTHOR = ALICE
@@ -1386,6 +2111,110 @@ Also adds `test_list_items_flaky`, a listing test that is flaky on purpose (see 
             ),
         ),
     ),
+    _PullRequest(
+        number=DEMO_PRS["frontend_only"],
+        kind="frontend_only",
+        title="✨ Show how many items there are, and an empty state",
+        body=_src(
+            """
+The items page gives no feedback when the list is empty, and no idea of how many items there are.
+
+* Once the list has loaded, a status line under the form says `No items yet` when there is no item,
+  else how many there are (`1 item`, `2 items`, ...).
+* Playwright tests for both; they mock the list answer with `page.route`, so they don't depend on what
+  the database holds.
+
+Frontend only: the API already gives everything needed.
+"""
+        ),
+        author=CAROL,
+        labels=("feature",),
+        head_ref="items-empty-state",
+        created_at="2025-08-26T09:00:00Z",
+        merged_at="2025-09-02T14:30:00Z",
+        merged_by=ALICE,
+        squash=True,
+        commits=(
+            _Commit(
+                "Show the item count and an empty state",
+                "2025-08-26T08:30:00Z",
+                {"frontend/src/App.jsx": FRONTEND_APP_JSX_EMPTY},
+            ),
+            _Commit(
+                "Test the empty state and the count",
+                "2025-08-26T08:50:00Z",
+                {FRONTEND_SPEC_PATH: FRONTEND_ITEMS_SPEC_JS_EMPTY},
+            ),
+        ),
+        review_decision="APPROVED",
+    ),
+    _PullRequest(
+        number=DEMO_PRS["fullstack"],
+        kind="fullstack",
+        title="✨ Delete items, from the API and from the list",
+        body=_src(
+            """
+Closes #15.
+
+* `DELETE /api/v1/items/{id}` deletes an item for good: `204` with no body; `404` with
+  `{"detail": "Item not found"}` when the item does not exist.
+* Every item of the list in the frontend gets a **Delete** button that calls it and removes the item
+  from the list.
+* Backend tests in `tests/test_items.py`, and a Playwright test for the button.
+"""
+        ),
+        author=BOB,
+        labels=("feature",),
+        head_ref="delete-items",
+        created_at="2025-09-08T11:00:00Z",
+        merged_at="2025-09-16T15:20:00Z",
+        merged_by=ALICE,
+        squash=False,
+        commits=(
+            _Commit(
+                "Add DELETE /api/v1/items/{id}",
+                "2025-09-05T10:00:00Z",
+                {"backend/app/crud.py": CRUD_PY_DELETE, "backend/app/main.py": MAIN_PY_DELETE},
+            ),
+            _Commit(
+                "Test deleting items",
+                "2025-09-05T10:40:00Z",
+                {"backend/tests/test_items.py": TEST_ITEMS_PY_DELETE},
+            ),
+            _Commit(
+                "Add a Delete button to the items list",
+                "2025-09-08T10:15:00Z",
+                {
+                    "frontend/src/api.js": FRONTEND_API_JS_DELETE,
+                    "frontend/src/App.jsx": FRONTEND_APP_JSX_DELETE,
+                },
+            ),
+            _Commit(
+                "Test the Delete button",
+                "2025-09-08T10:45:00Z",
+                {FRONTEND_SPEC_PATH: FRONTEND_ITEMS_SPEC_JS_DELETE},
+            ),
+        ),
+        closes=(
+            _Issue(
+                15,
+                _src(
+                    """
+Items created by mistake (typos, duplicates) stay forever: archiving hides them from the list, but they
+are still stored, and the web page has no way to get rid of one. We need a real delete, in the API and in
+the page:
+
+* `DELETE /api/v1/items/{id}` removes the item and answers `204 No Content`; reading it afterwards
+  answers `404`;
+* deleting an id that does not exist answers `404` with `{"detail": "Item not found"}`;
+* in the page, every item of the list gets a "Delete" button (accessible name `Delete <title>`, e.g.
+  `Delete Groceries`) that deletes the item and removes it from the list, without reloading the page.
+"""
+                ),
+            ),
+        ),
+        review_decision="APPROVED",
+    ),
 )
 
 # --------------------------------------------------------------------------------------------------
@@ -1414,6 +2243,7 @@ def fingerprint() -> str:
     digest = hashlib.sha256()
     digest.update(GENERATOR_VERSION.encode() + b"\0")
     digest.update(Path(__file__).read_bytes())
+    digest.update(FRONTEND_PACKAGE_LOCK_JSON.encode("utf-8"))
     return f"{GENERATOR_VERSION}-{digest.hexdigest()}"
 
 

@@ -203,11 +203,23 @@ def _start_services(
     return env
 
 
-def _job(request: RunRequest) -> tuple[dict, dict[str, bytes]]:
-    spec = request.source.backend
+FRONTEND_RUNTIME_FILES = (
+    "playwright.pbench.config.mjs",
+    "pbench-playwright.sh",
+    "pbench-wait-http.mjs",
+    "pbench-forward.mjs",
+    "pbench-load-errors.mjs",
+)
+
+
+def _job(
+    request: RunRequest, workdir: str, prestart: list[str], test: dict, extra: dict[str, bytes] | None = None
+) -> dict[str, bytes]:
+    """Files for /pbench/in: the runner, the patches, job.json (and per-side run-time helpers)."""
     files: dict[str, bytes] = {
         "pbench_runner.py": (paths.containers_dir() / "runner" / "pbench_runner.py").read_bytes(),
         "pbench_globs.py": Path(globs.__file__).read_bytes(),
+        **(extra or {}),
     }
     patches = []
     for i, p in enumerate(request.patches):
@@ -216,35 +228,47 @@ def _job(request: RunRequest) -> tuple[dict, dict[str, bytes]]:
         patches.append({"name": p.name, "file": name, "untrusted": p.untrusted})
     job = {
         "repo_dir": "/work/repo",
-        "workdir": spec.dir,
+        "workdir": workdir,
         "patches": patches,
         "test_patterns": list(request.source.test_file_patterns + request.source.test_infra_patterns),
-        "prestart": list(spec.prestart),
-        "test": {
-            "runner": spec.runner,
-            "command": spec.test_command,
-            "selection": list(request.selection),
-            "continue_on_collection_errors": request.continue_on_collection_errors,
-        },
+        "prestart": prestart,
+        "test": test,
     }
     files["job.json"] = json.dumps(job, indent=2).encode()
-    return job, files
+    return files
 
 
-def _read_results(result: RunResult, out: Path, runner_exit: int) -> None:
+def _runner_result(result: RunResult, out: Path, runner_exit: int | None) -> dict | None:
+    """Common part of reading /pbench/out/result.json; None when the run did not reach its tests."""
     res_path = out / "result.json"
     if not res_path.exists():
         result.status = RunStatus.INFRA_ERROR
         result.error = f"the runner wrote no result.json (runner exit {runner_exit}); see container.log"
-        return
+        return None
     res = json.loads(res_path.read_text())
     result.patch_methods = {p["name"]: p["method"] for p in res.get("patches", [])}
     result.restored = res.get("restored", [])
-    result.timings.update({k: float(v) for k, v in res.get("timings", {}).items()})
+    result.timings.update({k: float(v) for k, v in res.get("timings", {}).items() if k.endswith("_s")})
     result.status = RunStatus(res["status"])
     if result.status != RunStatus.COMPLETED:
-        return
+        return None
     result.exit_code = res["test"]["exit_code"]
+    return res
+
+
+def _set_report(result: RunResult, report) -> None:
+    result.tests = dict(report.tests)
+    result.collection_errors = list(report.collection_errors)
+    result.messages = dict(report.messages)
+    # Evidence the suite ran: a report with tests in it, and the runner's own "tests ran" exit codes.
+    result.suite_ran = bool(result.tests) and result.exit_code in (0, 1)
+    bad = any(o in (Outcome.FAILED, Outcome.ERROR) for o in result.tests.values()) or result.collection_errors
+    result.exit_code_mismatch = (result.exit_code == 0 and bool(bad)) or (result.exit_code == 1 and not bad)
+
+
+def _read_pytest(result: RunResult, out: Path, runner_exit: int | None) -> None:
+    if _runner_result(result, out, runner_exit) is None:
+        return
     junit_path = out / "junit.xml"
     if not junit_path.exists():
         result.error = f"no JUnit XML written (test exit {result.exit_code})"
@@ -255,14 +279,27 @@ def _read_results(result: RunResult, out: Path, runner_exit: int) -> None:
         result.error = f"unreadable JUnit XML: {exc}"
         return
     log_text = (out / "test.log").read_text(errors="replace") if (out / "test.log").exists() else ""
-    report = junit.merge_outcomes(report, junit.summary_outcomes(log_text))
-    result.tests = dict(report.tests)
-    result.collection_errors = list(report.collection_errors)
-    result.messages = dict(report.messages)
-    # Evidence the suite ran: a JUnit report with tests in it, and pytest's own "tests ran" exit codes.
-    result.suite_ran = bool(result.tests) and result.exit_code in (0, 1)
-    bad = any(o in (Outcome.FAILED, Outcome.ERROR) for o in result.tests.values()) or result.collection_errors
-    result.exit_code_mismatch = (result.exit_code == 0 and bool(bad)) or (result.exit_code == 1 and not bad)
+    _set_report(result, junit.merge_outcomes(report, junit.summary_outcomes(log_text)))
+
+
+def _read_playwright(result: RunResult, out: Path, runner_exit: int | None, frontend_dir: str) -> None:
+    from tasks_lib import playwright_report
+
+    if _runner_result(result, out, runner_exit) is None:
+        return
+    if result.exit_code == 3:  # pbench-playwright.sh: the frontend server never answered
+        result.status = RunStatus.PRESTART_FAILED
+        result.error = "the frontend server did not answer (see serve.log)"
+        return
+    try:
+        report = playwright_report.parse_playwright_out(out, frontend_dir=f"/work/repo/{frontend_dir}")
+    except (OSError, ValueError) as exc:
+        result.error = f"no readable Playwright report (test exit {result.exit_code}): {exc}"
+        return
+    _set_report(result, report)
+    if report.timed_out:
+        result.status = RunStatus.TIMEOUT
+        result.error = "Playwright's global timeout (the run's wall clock) stopped the suite"
 
 
 def run_tests(request: RunRequest, settings: Settings | None = None) -> RunResult:
@@ -274,21 +311,92 @@ def run_tests(request: RunRequest, settings: Settings | None = None) -> RunResul
         return _run_tests(request, settings)
 
 
+def _sandbox(
+    stack: _Stack,
+    image: str,
+    role: str,
+    env: dict[str, str],
+    settings: Settings,
+    aliases: list[str] | None = None,
+):
+    """A container for untrusted code: the task's private network only, limits, no capabilities."""
+    container = stack.client.containers.create(
+        image,
+        command=["/usr/bin/python3", "/pbench/in/pbench_runner.py"],
+        name=f"pbench-{stack.run_id}-{role}",
+        environment=env,
+        labels=stack.labels,
+        network=stack.network.name,
+        working_dir="/work/repo",
+        mem_limit=settings.mem_limit,
+        memswap_limit=settings.mem_limit,
+        pids_limit=settings.pids_limit,
+        nano_cpus=int(settings.cpus * 1e9),
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        init=True,
+    )
+    stack.containers.append(container)
+    if aliases:
+        stack.network.disconnect(container)
+        stack.network.connect(container, aliases=aliases)
+    return container
+
+
+def _wait_for_http(container, port: int, deadline: float) -> None:
+    """Poll a server from inside its own container until it answers (any status below 500)."""
+    probe = (
+        "import sys, urllib.request, urllib.error\n"
+        "try:\n"
+        f"    urllib.request.urlopen('http://127.0.0.1:{port}/', timeout=2)\n"
+        "except urllib.error.HTTPError as e:\n"
+        "    sys.exit(0 if e.code < 500 else 1)\n"
+        "except Exception:\n"
+        "    sys.exit(1)\n"
+    )
+    while time.monotonic() < deadline:
+        container.reload()
+        if container.status not in ("created", "running"):
+            raise _ServeFailed(container.logs(tail=30).decode(errors="replace"))
+        code, _ = container.exec_run(["/usr/bin/python3", "-c", probe])
+        if code == 0:
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"the backend did not answer on port {port}")
+
+
+class _ServeFailed(Exception):
+    """The backend-serve container exited before serving (patch, prestart or server failure)."""
+
+
 def _run_tests(request: RunRequest, settings: Settings | None = None) -> RunResult:
     settings = settings or Settings.from_env()
+    frontend = request.side == Side.FRONTEND
     start = time.monotonic()
-    timeout = request.timeout_s or request.source.backend.timeout_s
+    spec_timeout = request.source.frontend.timeout_s if frontend else request.source.backend.timeout_s
+    timeout = request.timeout_s or spec_timeout
     deadline = start + timeout
     log_dir = Path(request.log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     result = RunResult(status=RunStatus.INFRA_ERROR, log_dir=str(log_dir))
+    patch_texts = [p.diff for p in request.patches]
 
     try:
-        deps = images.dependency_contents(
-            request.source, request.repo, request.commit, [p.diff for p in request.patches]
+        backend_spec = images.backend_env_spec(
+            request.source,
+            images.dependency_contents(request.source, request.repo, request.commit, patch_texts),
         )
-        spec = images.backend_env_spec(request.source, deps)
-        image = images.ensure_env_image(spec, settings)
+        backend_image = images.ensure_env_image(backend_spec, settings)
+        image, spec = backend_image, backend_spec
+        if frontend:
+            spec = images.frontend_env_spec(
+                request.source,
+                images.dependency_contents(
+                    request.source, request.repo, request.commit, patch_texts, "frontend"
+                ),
+                settings,
+            )
+            image = images.ensure_env_image(spec, settings)
     except ImageBuildError as exc:
         result.status = RunStatus.IMAGE_BUILD_FAILED
         result.error = str(exc)
@@ -306,29 +414,87 @@ def _run_tests(request: RunRequest, settings: Settings | None = None) -> RunResu
         t0 = time.monotonic()
         service_env = _start_services(stack, request.source, settings, deadline)
         result.timings["services_s"] = round(time.monotonic() - t0, 3)
+        snapshot = gitops.archive(request.repo, request.commit)
+        backend = request.source.backend
+        backend_env = {**backend.env, **service_env, **PINNED_ENV}
 
-        _, job_files = _job(request)
-        env = {**request.source.backend.env, **service_env, **PINNED_ENV}
-        container = client.containers.create(
-            image.tag,
-            command=["/usr/bin/python3", "/pbench/in/pbench_runner.py"],
-            name=f"pbench-{stack.run_id}-tests",
-            environment=env,
-            labels=stack.labels,
-            network=stack.network.name,
-            working_dir="/work/repo",
-            mem_limit=settings.mem_limit,
-            memswap_limit=settings.mem_limit,
-            pids_limit=settings.pids_limit,
-            nano_cpus=int(settings.cpus * 1e9),
-            cap_drop=["ALL"],
-            security_opt=["no-new-privileges"],
-            init=True,
-        )
-        stack.containers.append(container)
+        if not frontend:
+            files = _job(
+                request,
+                backend.dir,
+                list(backend.prestart),
+                {
+                    "runner": backend.runner,
+                    "command": backend.test_command,
+                    "selection": list(request.selection),
+                    "continue_on_collection_errors": request.continue_on_collection_errors,
+                },
+            )
+            container = _sandbox(stack, image.tag, "tests", backend_env, settings)
+        else:
+            # Backend-serve: the same snapshot and patch chain, prestart steps, then the server (alias
+            # "backend"); the frontend-tests container reaches it through a forward on localhost.
+            t0 = time.monotonic()
+            serve_files = _job(
+                request,
+                backend.dir,
+                list(backend.prestart),
+                {"runner": "serve", "command": backend.serve_command},
+            )
+            server = _sandbox(stack, backend_image.tag, "backend", backend_env, settings, aliases=["backend"])
+            server.put_archive("/work/repo", snapshot)
+            server.put_archive("/pbench/in", _tar(serve_files))
+            server.start()
+            try:
+                _wait_for_http(server, backend.serve_port, deadline)
+            except _ServeFailed as exc:
+                serve_out = log_dir / "backend-serve"
+                _extract_out(server, serve_out)
+                (serve_out / "container.log").write_text(str(exc))
+                res_path = serve_out / "result.json"
+                res = json.loads(res_path.read_text()) if res_path.exists() else {}
+                result.patch_methods = {p["name"]: p["method"] for p in res.get("patches", [])}
+                # A patch that does not apply is the patch's; anything else stopped the server from serving.
+                failed_apply = res.get("status") == RunStatus.PATCH_APPLY_FAILED
+                result.status = RunStatus.PATCH_APPLY_FAILED if failed_apply else RunStatus.PRESTART_FAILED
+                result.error = f"the backend-serve container exited before serving (see {serve_out})"
+                return _finish(result, log_dir, start)
+            result.timings["backend_serve_s"] = round(time.monotonic() - t0, 3)
+            fe = request.source.frontend
+            runtime = {
+                n: (paths.containers_dir() / "frontend" / n).read_bytes() for n in FRONTEND_RUNTIME_FILES
+            }
+            from tasks_lib import playwright_report
+
+            files = _job(
+                request,
+                fe.dir,
+                ["pbench-link-node-modules /deps /work/repo"],
+                {
+                    "runner": "playwright",
+                    "command": "sh /pbench/in/pbench-playwright.sh",
+                    "selection": playwright_report.selection_args(request.selection)
+                    if request.selection
+                    else [],
+                },
+                runtime,
+            )
+            left_ms = int(max(30.0, deadline - time.monotonic() - 60) * 1000)
+            env = {
+                **fe.env,
+                **PINNED_ENV,
+                "PBENCH_OUT": "/pbench/out",
+                "PBENCH_SERVE_COMMAND": fe.serve_command,
+                "PBENCH_SERVE_URL": f"http://localhost:{fe.serve_port}",
+                "PBENCH_BASE_URL": f"http://localhost:{fe.serve_port}",
+                "PBENCH_FORWARD": f"{backend.serve_port}=backend:{backend.serve_port}",
+                "PBENCH_PW_GLOBAL_TIMEOUT_MS": str(left_ms),
+            }
+            container = _sandbox(stack, image.tag, "tests", env, settings)
+
         t0 = time.monotonic()
-        container.put_archive("/work/repo", gitops.archive(request.repo, request.commit))
-        container.put_archive("/pbench/in", _tar(job_files))
+        container.put_archive("/work/repo", snapshot)
+        container.put_archive("/pbench/in", _tar(files))
         result.timings["copy_s"] = round(time.monotonic() - t0, 3)
 
         t0 = time.monotonic()
@@ -350,7 +516,10 @@ def _run_tests(request: RunRequest, settings: Settings | None = None) -> RunResu
             (log_dir / f"{c.name.rsplit('-', 1)[-1]}.log").write_bytes(c.logs(tail=200))
         _extract_out(container, log_dir)
         if runner_exit is not None:
-            _read_results(result, log_dir, runner_exit)
+            if frontend:
+                _read_playwright(result, log_dir, runner_exit, request.source.frontend.dir)
+            else:
+                _read_pytest(result, log_dir, runner_exit)
     except TimeoutError as exc:
         result.status = RunStatus.TIMEOUT
         result.error = str(exc)

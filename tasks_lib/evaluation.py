@@ -128,7 +128,8 @@ def _run_side(
     settings: Settings,
 ) -> tuple[grading.Grade, engine.RunResult, list[TestRow]]:
     f2p, p2p = _tests_of(instance, side)
-    test_patch = instance.get(f"test_patch_{side}") or instance["test_patch"]
+    # The whole test patch on every side: the backend-serve container of a frontend run gets the same tree.
+    test_patch = instance["test_patch"]
     chain = (
         engine.PatchInput("agent", prediction.model_patch, untrusted=True),
         engine.PatchInput("test_patch", test_patch),

@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from tasks_lib import engine, gitops, grading, patches
-from tasks_lib.constants import ExtractionStatus, RunStatus
+from tasks_lib.constants import ExtractionStatus, RunStatus, Side
 from tasks_lib.sources import SourceRecord
 
 _RUN_TO_EXTRACTION = {
@@ -37,6 +37,9 @@ EXTRACTION_SCHEMA = pa.schema(
         ("p2p_count", pa.int64()),
         ("fail_to_pass", pa.list_(pa.string())),
         ("pass_to_pass", pa.list_(pa.string())),
+        ("frontend_fail_to_pass", pa.list_(pa.string())),
+        ("frontend_pass_to_pass", pa.list_(pa.string())),
+        ("sides", pa.list_(pa.string())),
         ("flaky_tests", pa.list_(pa.string())),
         ("unknown_at_base", pa.list_(pa.string())),
         ("fallback_used", pa.bool_()),
@@ -57,8 +60,11 @@ class ExtractionResult:
     status: ExtractionStatus
     base_commit: str
     head_commit: str
-    fail_to_pass: list[str] = field(default_factory=list)
+    fail_to_pass: list[str] = field(default_factory=list)  # backend
     pass_to_pass: list[str] = field(default_factory=list)
+    frontend_fail_to_pass: list[str] = field(default_factory=list)
+    frontend_pass_to_pass: list[str] = field(default_factory=list)
+    sides: list[str] = field(default_factory=list)
     flaky_tests: list[str] = field(default_factory=list)
     unknown_at_base: list[str] = field(default_factory=list)
     fallback_used: bool = False
@@ -73,15 +79,23 @@ class ExtractionResult:
     def to_row(self) -> dict:
         row = asdict(self)
         row["status"] = str(self.status)
-        row["f2p_count"] = len(self.fail_to_pass)
-        row["p2p_count"] = len(self.pass_to_pass)
+        row["f2p_count"] = len(self.fail_to_pass) + len(self.frontend_fail_to_pass)
+        row["p2p_count"] = len(self.pass_to_pass) + len(self.frontend_pass_to_pass)
         return row
 
     @classmethod
     def from_row(cls, row: dict) -> ExtractionResult:
         row = {k: v for k, v in row.items() if k not in ("f2p_count", "p2p_count")}
         row["status"] = ExtractionStatus(row["status"])
-        for key in ("fail_to_pass", "pass_to_pass", "flaky_tests", "unknown_at_base"):
+        for key in (
+            "fail_to_pass",
+            "pass_to_pass",
+            "frontend_fail_to_pass",
+            "frontend_pass_to_pass",
+            "sides",
+            "flaky_tests",
+            "unknown_at_base",
+        ):
             row[key] = list(row[key] or [])
         return cls(**row)
 
@@ -129,53 +143,82 @@ def extract(
         result.error = "the PR changes only test files"
         return _done(result, start, log_dir)
 
-    sides = {
+    sides = []
+    if split.test_patch_backend.strip():
+        sides.append(Side.BACKEND)
+    if split.test_patch_frontend.strip() and source.frontend is not None:
+        sides.append(Side.FRONTEND)
+    result.sides = [str(s) for s in sides]
+    chains = {
         "base": (base_runs, (engine.PatchInput("test_patch", split.test_patch),)),
         "head": (
             head_runs,
             (engine.PatchInput("gold", split.patch), engine.PatchInput("test_patch", split.test_patch)),
         ),
     }
-    outcomes: dict[str, list[dict]] = {"base": [], "head": []}
-    collection_errors: dict[str, set[str]] = {"base": set(), "head": set()}
-    # Head first: if the reference solution does not run cleanly there is nothing to extract.
-    for side in ("head", "base"):
-        count, chain = sides[side]
-        for i in range(1, count + 1):
-            req = engine.RunRequest(
-                source, repo, base, log_dir / f"{side}-{i}", chain, label=f"#{number} {side}-{i}"
-            )
-            res = run(req)
-            setattr(result, f"{side}_image", res.image)
-            setattr(result, f"{side}_runs", i)
-            if res.status != RunStatus.COMPLETED:
-                result.status = _RUN_TO_EXTRACTION[res.status]
-                result.error = f"{side} run {i}: {res.status}: {res.error or ''} (log: {res.log_dir})".strip()
-                return _done(result, start, log_dir)
-            if side == "head" and (res.collection_errors or not res.suite_ran):
-                result.status = ExtractionStatus.TEST_COLLECTION_FAILED
-                result.error = (
-                    f"head run {i}: the suite did not run cleanly with the reference patch "
-                    f"(collection errors: {res.collection_errors}, exit {res.exit_code})"
+    for stack_side in sides:
+        outcomes: dict[str, list[dict]] = {"base": [], "head": []}
+        collection_errors: dict[str, set[str]] = {"base": set(), "head": set()}
+        # Head first: if the reference solution does not run cleanly there is nothing to extract.
+        for when in ("head", "base"):
+            count, chain = chains[when]
+            for i in range(1, count + 1):
+                name = f"{when}-{i}" if stack_side == Side.BACKEND else f"{stack_side}-{when}-{i}"
+                req = engine.RunRequest(
+                    source, repo, base, log_dir / name, chain, side=stack_side, label=f"#{number} {name}"
                 )
-                return _done(result, start, log_dir)
-            outcomes[side].append(res.tests)
-            collection_errors[side] |= set(res.collection_errors)
+                res = run(req)
+                setattr(result, f"{when}_image", res.image)
+                setattr(result, f"{when}_runs", i)
+                if res.status != RunStatus.COMPLETED:
+                    result.status = _RUN_TO_EXTRACTION[res.status]
+                    result.error = f"{name}: {res.status}: {res.error or ''} (log: {res.log_dir})".strip()
+                    return _done(result, start, log_dir)
+                if when == "head" and (res.collection_errors or not res.suite_ran):
+                    result.status = ExtractionStatus.TEST_COLLECTION_FAILED
+                    result.error = (
+                        f"{name}: the suite did not run cleanly with the reference patch "
+                        f"(collection errors: {res.collection_errors}, exit {res.exit_code})"
+                    )
+                    return _done(result, start, log_dir)
+                outcomes[when].append(res.tests)
+                collection_errors[when] |= set(res.collection_errors)
 
-    added = added_tests(source, repo, base, head, patches.changed_paths(split.test_patch))
-    labels = grading.extract_labels(
-        outcomes["base"],
-        outcomes["head"],
-        base_collection_errors=collection_errors["base"],
-        added_tests=added,
-    )
-    result.fail_to_pass = labels.fail_to_pass
-    result.pass_to_pass = labels.pass_to_pass
-    result.flaky_tests = labels.flaky
-    result.unknown_at_base = labels.unknown_at_base
-    result.fallback_used = labels.fallback_used
-    result.status = ExtractionStatus.OK if labels.fail_to_pass else ExtractionStatus.NO_FAIL_TO_PASS
+        if stack_side == Side.BACKEND:
+            added = added_tests(source, repo, base, head, patches.changed_paths(split.test_patch_backend))
+        else:
+            added = _added_spec_tests(source, split.test_patch_frontend, outcomes["head"])
+        labels = grading.extract_labels(
+            outcomes["base"],
+            outcomes["head"],
+            base_collection_errors=collection_errors["base"],
+            added_tests=added,
+        )
+        if stack_side == Side.BACKEND:
+            result.fail_to_pass, result.pass_to_pass = labels.fail_to_pass, labels.pass_to_pass
+        else:
+            result.frontend_fail_to_pass = labels.fail_to_pass
+            result.frontend_pass_to_pass = labels.pass_to_pass
+        result.flaky_tests += labels.flaky
+        result.unknown_at_base += labels.unknown_at_base
+        result.fallback_used |= labels.fallback_used
+    has_f2p = result.fail_to_pass or result.frontend_fail_to_pass
+    result.status = ExtractionStatus.OK if has_f2p else ExtractionStatus.NO_FAIL_TO_PASS
     return _done(result, start, log_dir)
+
+
+def _added_spec_tests(source: SourceRecord, test_patch_frontend: str, head_runs: list[dict]) -> set[str]:
+    """Playwright tests the test patch adds: every test of a spec file the patch creates (a file that failed to
+    load at base has no base outcome; only a file the PR introduces is known to hold only new tests)."""
+    from tasks_lib import playwright_report
+
+    prefix = source.frontend.dir.rstrip("/") + "/"
+    new_files = {
+        fd.new_path[len(prefix) :]
+        for fd in patches.file_diffs(test_patch_frontend)
+        if fd.old_path is None and fd.new_path and fd.new_path.startswith(prefix)
+    }
+    return {t for run in head_runs for t in run if playwright_report.file_of(t) in new_files}
 
 
 def _done(result: ExtractionResult, start: float, log_dir: Path) -> ExtractionResult:

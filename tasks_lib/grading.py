@@ -15,7 +15,10 @@ MISSING = "missing"
 
 
 def _file_of(test_id: str) -> str:
-    return test_id.split("::", 1)[0]
+    """The test file of a pytest node id (`path::name`) or a Playwright id (`path:line:col › title`)."""
+    if "::" in test_id or " › " not in test_id:
+        return test_id.split("::", 1)[0]
+    return test_id.split(" › ", 1)[0].rsplit(":", 2)[0]
 
 
 @dataclass(frozen=True)

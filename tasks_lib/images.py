@@ -237,6 +237,19 @@ def bootstrap(settings: Settings | None = None, say=log.info) -> dict[str, Image
 # ----------------------------------------------------------------------------- environment images
 
 
+# Build-context files per side (besides the dependency files under deps/). Run-time helpers (the runner, the
+# injected Playwright config) are shipped per run instead, so a harness change never rebuilds an image.
+CONTEXT_FILES = {
+    "backend": ("backend/Dockerfile",),
+    "frontend": (
+        "frontend/Dockerfile",
+        "frontend/install-toolchain.sh",
+        "frontend/install-deps.sh",
+        "frontend/pbench-link-node-modules.sh",
+    ),
+}
+
+
 @dataclass(frozen=True)
 class EnvSpec:
     """What an environment image is made of. Its key names the tag: same lock, same image."""
@@ -245,18 +258,30 @@ class EnvSpec:
     side: str
     install: str
     dependency_files: tuple[tuple[str, bytes | None], ...]
+    buildargs: tuple[tuple[str, str], ...] = ()
 
     @property
     def lock_sha(self) -> str:
         return lock_sha(dict(self.dependency_files))
 
+    def context(self) -> dict[str, bytes]:
+        files = {
+            rel.split("/", 1)[1]: (paths.containers_dir() / rel).read_bytes()
+            for rel in CONTEXT_FILES[self.side]
+        }
+        if self.side == "backend":
+            files["install.sh"] = self.install.encode() + b"\n"
+        for rel, data in self.dependency_files:
+            if data is not None:
+                files[f"deps/{rel}"] = data
+        files.setdefault("deps/.keep", b"")
+        return files
+
     def key(self, base_id: str) -> str:
         parts = [self.source.encode(), self.side.encode(), self.install.encode(), base_id.encode()]
-        parts += [
-            rel.encode() + b"\0" + (data if data is not None else b"<absent>")
-            for rel, data in self.dependency_files
-        ]
-        parts.append((paths.containers_dir() / "backend" / "Dockerfile").read_bytes())
+        parts += [f"{k}={v}".encode() for k, v in self.buildargs]
+        parts += [rel.encode() + b"\0" + data for rel, data in sorted(self.context().items())]
+        parts += [rel.encode() for rel, data in self.dependency_files if data is None]
         return sha256_bytes(*parts)
 
 
@@ -272,9 +297,37 @@ def backend_env_spec(source: SourceRecord, contents: Mapping[str, bytes | None])
     return EnvSpec(source.name, "backend", install, files)
 
 
-def dependency_contents(source: SourceRecord, repo: Path, commit: str, patches: list[str] = ()) -> dict:
+def frontend_env_spec(
+    source: SourceRecord, contents: Mapping[str, bytes | None], settings: Settings | None = None
+) -> EnvSpec:
+    """Node major and package manager from the source, dependencies from the frontend lock."""
+    if source.frontend is None:
+        raise ImageBuildError(f"source {source.name}: no [frontend] table, no frontend image")
+    fe = source.frontend
+    present = [p for p in fe.lock_files if contents.get(p) is not None]
+    if not present:
+        raise ImageBuildError(
+            f"source {source.name}: none of the lock files {list(fe.lock_files)} exist at this commit"
+        )
+    install_dir = present[0].rsplit("/", 1)[0] if "/" in present[0] else "."
+    settings = settings or Settings.from_env()
+    args = (
+        ("NODE_MAJOR", fe.node_version.split(".")[0]),
+        ("PACKAGE_MANAGER", fe.package_manager),
+        ("FRONTEND_DIR", fe.dir),
+        ("INSTALL_DIR", install_dir),
+        ("NPM_CONFIG_REGISTRY", settings.npm_registry or ""),
+    )
+    files = tuple((rel, contents.get(rel)) for rel in fe.dependency_files)
+    return EnvSpec(source.name, "frontend", f"{fe.package_manager} node{args[0][1]}", files, args)
+
+
+def dependency_contents(
+    source: SourceRecord, repo: Path, commit: str, patches: list[str] = (), side: str = "backend"
+) -> dict:
     """Dependency files at `commit`, after the given patches (a PR that adds a package changes the lock)."""
-    contents = {rel: gitops.read_file(repo, commit, rel) for rel in source.backend.dependency_files}
+    deps = source.backend.dependency_files if side == "backend" else source.frontend.dependency_files
+    contents = {rel: gitops.read_file(repo, commit, rel) for rel in deps}
     return gitops.patched_files(contents, list(patches)) if patches else contents
 
 
@@ -282,27 +335,17 @@ def ensure_env_image(spec: EnvSpec, settings: Settings | None = None) -> ImageRe
     settings = settings or Settings.from_env()
     client = docker_client.get()
     base = bootstrap(settings)["base"]
-    key = spec.key(base.id)
-    files: dict[str, bytes] = {
-        "Dockerfile": (paths.containers_dir() / "backend" / "Dockerfile").read_bytes(),
-        "install.sh": spec.install.encode() + b"\n",
-    }
-    for rel, data in spec.dependency_files:
-        if data is not None:
-            files[f"deps/{rel}"] = data
-    files.setdefault("deps/.keep", b"")
-    buildargs = {"BASE": base.tag}
-    if settings.pip_index_url:
+    buildargs = {"BASE": base.tag, **dict(spec.buildargs)}
+    if spec.side == "backend" and settings.pip_index_url:
         buildargs["PIP_INDEX_URL"] = settings.pip_index_url
-    ref = _build_keyed(
+    return _build_keyed(
         client,
         f"{ENV_REPO_PREFIX}-{spec.source}-{spec.side}",
-        key,
-        files,
+        spec.key(base.id),
+        spec.context(),
         buildargs,
         f"env-{spec.source}-{spec.side}",
     )
-    return ref
 
 
 def list_images() -> list[dict]:

@@ -59,7 +59,11 @@ def _str_list(path, raw: dict, key: str) -> tuple[str, ...]:
 def _number(path, table: dict, key: str, kind, default, where: str):
     value = table.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int):
-        raise _err(path, f"{where}.{key}", f"must be a {'number' if kind is float else 'whole number'}, got {value!r}")
+        raise _err(
+            path,
+            f"{where}.{key}",
+            f"must be a {'number' if kind is float else 'whole number'}, got {value!r}",
+        )
     return kind(value)
 
 

@@ -147,6 +147,9 @@ class BackendSpec:
     runner: str = "pytest"
     install_command: str | None = None
     timeout_s: int = 900
+    # How the backend is served to frontend tests (the backend-serve container of a frontend run).
+    serve_command: str = "uvicorn app.main:app --host 0.0.0.0 --port 8000"
+    serve_port: int = 8000
 
     @property
     def dependency_files(self) -> tuple[str, ...]:
@@ -166,6 +169,7 @@ class FrontendSpec:
     serve_port: int
     runner: str = "playwright"
     timeout_s: int = 900
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def dependency_files(self) -> tuple[str, ...]:
@@ -328,6 +332,8 @@ def _parse_backend(f: _Fields) -> BackendSpec:
         runner=f.str("runner", "pytest", choices=TEST_RUNNERS),
         install_command=f.str("install_command"),
         timeout_s=f.int("timeout_s", 900),
+        serve_command=f.str("serve_command", "uvicorn app.main:app --host 0.0.0.0 --port 8000"),
+        serve_port=f.int("serve_port", 8000),
     )
 
 
@@ -343,6 +349,7 @@ def _parse_frontend(f: _Fields) -> FrontendSpec:
         serve_port=f.int("serve_port", 5173),
         runner=f.str("runner", "playwright", choices=TEST_RUNNERS),
         timeout_s=f.int("timeout_s", 900),
+        env=f.str_map("env"),
     )
 
 

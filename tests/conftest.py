@@ -71,8 +71,10 @@ def pytest_sessionfinish(session, exitstatus):
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     tr = terminalreporter
-    tr.write_line(f"docker-marked tests executed: {_docker_ran['passed'] + _docker_ran['failed']} "
-                  f"({_docker_ran['passed']} passed, {_docker_ran['failed']} failed)")
+    tr.write_line(
+        f"docker-marked tests executed: {_docker_ran['passed'] + _docker_ran['failed']} "
+        f"({_docker_ran['passed']} passed, {_docker_ran['failed']} failed)"
+    )
     left = getattr(config, "_pbench_leftovers", None)
     if left is not None:
         if any(left.values()):

@@ -48,9 +48,16 @@ class ContainerCounter:
     def __exit__(self, *exc):
         time.sleep(1)
         until = int(time.time()) + 1
-        events = self.client.events(since=self.since, until=until, decode=True,
-                                    filters={"type": "container", "event": "create",
-                                             "label": f"{LABEL_OWNER}={os.environ['PBENCH_OWNER']}"})
+        events = self.client.events(
+            since=self.since,
+            until=until,
+            decode=True,
+            filters={
+                "type": "container",
+                "event": "create",
+                "label": f"{LABEL_OWNER}={os.environ['PBENCH_OWNER']}",
+            },
+        )
         self.created = [e.get("Actor", {}).get("Attributes", {}).get("name") for e in events]
         return False
 

@@ -54,8 +54,9 @@ def test_collection_error_pr_is_rescued_by_the_fallback(curated_demo):
     row = ext.loc[DEMO_PRS["collection_error"]]
     assert row["status"] == "ok" and row["fallback_used"]
     inst = _instances(curated_demo["out"])[DEMO_PRS["collection_error"]]
-    assert inst["fail_to_pass"]["backend"] and all(t.startswith("tests/test_slugs.py::")
-                                                   for t in inst["fail_to_pass"]["backend"])
+    assert inst["fail_to_pass"]["backend"] and all(
+        t.startswith("tests/test_slugs.py::") for t in inst["fail_to_pass"]["backend"]
+    )
     assert "fallback" in inst["notes"]
 
 
@@ -73,8 +74,17 @@ def test_flaky_test_is_in_neither_list_and_reported(curated_demo):
 def test_outputs_and_tiers(curated_demo):
     """The season folder holds every stage's output; tiers follow the target model's cutoff (2025-06-01)."""
     out = curated_demo["out"]
-    for name in ("prs.parquet", "filter.parquet", "distribution.parquet", "distribution.png", "extraction.parquet",
-                 "instances.parquet", "instances.jsonl", "rejected.parquet", "season.json"):
+    for name in (
+        "prs.parquet",
+        "filter.parquet",
+        "distribution.parquet",
+        "distribution.png",
+        "extraction.parquet",
+        "instances.parquet",
+        "instances.jsonl",
+        "rejected.parquet",
+        "season.json",
+    ):
         assert (out / name).exists(), name
     for inst in _instances(out).values():
         assert inst["contamination_tier"] == ("held_out" if inst["created_at"] > "2025-06-01" else "public")
@@ -89,3 +99,19 @@ def test_rerun_of_the_season_starts_no_container(curated_demo, container_counter
         run_curation("demo")
     assert counted.created == []
     assert (curated_demo["out"] / "instances.jsonl").read_text() == before
+
+
+def test_frontend_only_and_fullstack_prs_yield_playwright_fail_to_pass(curated_demo):
+    """Full-stack shipping: the frontend-only PR and the fullstack PR become instances whose FAIL_TO_PASS holds
+    Playwright tests (ids `tests/<spec>:line:col › … › title`, frontend-relative), from live-stack runs."""
+    instances = _instances(curated_demo["out"])
+    frontend = instances[DEMO_PRS["frontend_only"]]
+    fullstack = instances[DEMO_PRS["fullstack"]]
+    assert frontend["stack_domain"] == "frontend_only" and fullstack["stack_domain"] == "fullstack"
+    assert frontend["fail_to_pass"]["frontend"] and fullstack["fail_to_pass"]["frontend"]
+    assert fullstack["fail_to_pass"]["backend"]
+    for test_id in frontend["fail_to_pass"]["frontend"] + fullstack["fail_to_pass"]["frontend"]:
+        assert test_id.startswith("tests/") and " › " in test_id, test_id
+    # The frontend tests that existed before each PR pass on both sides: they are the PASS_TO_PASS guard.
+    assert frontend["pass_to_pass"]["frontend"]
+    assert frontend["test_patch_frontend"] and not frontend["test_patch_backend"]

@@ -26,8 +26,15 @@ def _instances():
 def _evaluate(predictions, model, run_id, **kw):
     from flows.evaluation import run_evaluation
 
-    return run_evaluation(max_workers=2, dataset="demo", predictions=predictions, model=model,
-                          model_cutoff="2025-06-01", run_id=run_id, **kw)
+    return run_evaluation(
+        max_workers=2,
+        dataset="demo",
+        predictions=predictions,
+        model=model,
+        model_cutoff="2025-06-01",
+        run_id=run_id,
+        **kw,
+    )
 
 
 def _wrong(patch: str) -> str:
@@ -48,9 +55,12 @@ def gold_run(curated_demo):
 
 def test_gold_resolves_everything_and_empty_nothing(gold_run, curated_demo):
     """The harness self-test: the reference patches resolve 100 %, the empty patch 0 %."""
-    assert gold_run["total"] == gold_run["resolved"] >= 4
+    assert gold_run["total"] == gold_run["resolved"] >= 6
+    assert {"backend_only", "frontend_only", "fullstack"} <= set(gold_run["by_stack_domain"])
     empty = _evaluate("empty", "empty", "empty-run")
     assert empty["resolved"] == 0 and empty["infra_failures"] == 0
+    for domain in ("frontend_only", "fullstack"):
+        assert empty["by_stack_domain"][domain]["resolved"] == 0
     assert set(empty["by_status"]) <= {"tests_failed", "test_collection_failed"}
 
 
@@ -69,10 +79,12 @@ def test_results_parquet_has_the_documented_dtypes(gold_run):
         report = json.load(fh)
     assert report["model"] == "gold" and report["model_cutoff"] == "2025-06-01"
     assert {"before_model_cutoff", "after_model_cutoff"} & set(report["by_contamination"])
-    assert (os.path.exists(f"{out}/logs/{BUGFIX}/backend/junit.xml"))
+    assert os.path.exists(f"{out}/logs/{BUGFIX}/backend/junit.xml")
 
 
-def test_rerun_starts_no_container_and_one_changed_patch_reruns_one_instance(gold_run, container_counter, tmp_path):
+def test_rerun_starts_no_container_and_one_changed_patch_reruns_one_instance(
+    gold_run, container_counter, tmp_path
+):
     """Verdicts are cached by content, not run id: the same predictions start nothing; changing one patch
     reruns that instance only (one database + one test container)."""
     instances = _instances()
@@ -83,10 +95,19 @@ def test_rerun_starts_no_container_and_one_changed_patch_reruns_one_instance(gol
     assert cached.all()
 
     preds = tmp_path / "one-changed.jsonl"
-    preds.write_text("".join(
-        json.dumps({"instance_id": iid, "model_name_or_path": "m",
-                    "model_patch": _wrong(inst["patch"]) if iid == BUGFIX else inst["patch"]}) + "\n"
-        for iid, inst in instances.items()))
+    preds.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "instance_id": iid,
+                    "model_name_or_path": "m",
+                    "model_patch": _wrong(inst["patch"]) if iid == BUGFIX else inst["patch"],
+                }
+            )
+            + "\n"
+            for iid, inst in instances.items()
+        )
+    )
     with container_counter() as counted:
         changed = _evaluate(str(preds), "m", "one-changed")
     df = pd.read_parquet(f"{changed['out_dir']}/results.parquet").set_index("instance_id")
@@ -98,8 +119,23 @@ def test_rerun_starts_no_container_and_one_changed_patch_reruns_one_instance(gol
 
 def _score(iid, patch, tmp_path):
     env = {k: v for k, v in os.environ.items()}
-    return subprocess.run([sys.executable, "-m", "tasks_lib.cli", "score", iid, "--patch", patch,
-                           "--out", str(tmp_path / "score")], capture_output=True, text=True, env=env, timeout=600)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tasks_lib.cli",
+            "score",
+            iid,
+            "--patch",
+            patch,
+            "--out",
+            str(tmp_path / "score"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
 
 
 def test_score_exit_codes(gold_run, tmp_path):
@@ -108,8 +144,10 @@ def test_score_exit_codes(gold_run, tmp_path):
     wrong = tmp_path / "wrong.diff"
     wrong.write_text(_wrong(inst["patch"]))
     malformed = tmp_path / "malformed.diff"
-    malformed.write_text("diff --git a/../../etc/passwd b/../../etc/passwd\n--- a/../../etc/passwd\n"
-                         "+++ b/../../etc/passwd\n@@ -1 +1 @@\n-root\n+toor\n")
+    malformed.write_text(
+        "diff --git a/../../etc/passwd b/../../etc/passwd\n--- a/../../etc/passwd\n"
+        "+++ b/../../etc/passwd\n@@ -1 +1 @@\n-root\n+toor\n"
+    )
     assert _score(BUGFIX, "gold", tmp_path).returncode == 0
     res = _score(BUGFIX, str(wrong), tmp_path)
     assert res.returncode == 1 and "tests_failed" in res.stderr
@@ -124,7 +162,9 @@ def test_patch_that_edits_a_test_to_pass_is_not_resolved(gold_run, tmp_path):
     reached a container, the engine restores test files before the forced test patch."""
     inst = _instances()[BUGFIX]
     preds = tmp_path / "cheat.json"
-    preds.write_text(json.dumps([{"instance_id": BUGFIX, "model_name_or_path": "cheater", "model_patch": _cheat(inst)}]))
+    preds.write_text(
+        json.dumps([{"instance_id": BUGFIX, "model_name_or_path": "cheater", "model_patch": _cheat(inst)}])
+    )
     rep = _evaluate(str(preds), "cheater", "cheater-run", ids=[BUGFIX])
     assert rep["resolved"] == 0
     assert rep["instances"][BUGFIX] == "patch_touches_tests"

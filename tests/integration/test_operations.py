@@ -34,8 +34,12 @@ def prefect_server(tmp_path):
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home")}
     env.pop("PREFECT_API_URL", None)
     log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
-                             str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}/api"
     try:
         deadline = time.monotonic() + 120
@@ -57,8 +61,14 @@ def prefect_server(tmp_path):
 
 def _prefect(args, env, timeout=300):
     env = {**env, "COLUMNS": "250"}  # rich tables: no truncated names
-    res = subprocess.run([sys.executable, "-m", "prefect", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                         timeout=timeout)
+    res = subprocess.run(
+        [sys.executable, "-m", "prefect", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     return res.stdout
 
@@ -67,9 +77,17 @@ def test_deployments_run_on_a_local_prefect_server(curated_demo, prefect_server)
     """`prefect deploy --all` registers both deployments (the curation one with its cron schedule); the
     project's setup creates the global concurrency limits; a worker runs an evaluation with small parameters."""
     env = prefect_server
-    res = subprocess.run([sys.executable, "-m", "tasks_lib.cli", "limits", "--docker-slots", "2"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0 and "pbench-docker-" in res.stdout and "pbench-github-api" in res.stdout, res.stderr
+    res = subprocess.run(
+        [sys.executable, "-m", "tasks_lib.cli", "limits", "--docker-slots", "2"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0 and "pbench-docker-" in res.stdout and "pbench-github-api" in res.stdout, (
+        res.stderr
+    )
     _prefect(["work-pool", "create", "pbench-process", "--type", "process"], env)
     _prefect(["deploy", "--all", "--no-prompt"], env)
     listed = _prefect(["deployment", "ls"], env)
@@ -77,8 +95,24 @@ def test_deployments_run_on_a_local_prefect_server(curated_demo, prefect_server)
     schedule = _prefect(["deployment", "inspect", "curation-season/curation-season"], env)
     assert "0 3 1 * *" in schedule
 
-    _prefect(["deployment", "run", "evaluate-model/evaluate-model", "-p", "predictions=gold", "-p", "model=deployed",
-              "-p", "model_cutoff=2025-06-01", "-p", "run_id=deployed-run", "-p", f'ids=["{BUGFIX}"]'], env)
+    _prefect(
+        [
+            "deployment",
+            "run",
+            "evaluate-model/evaluate-model",
+            "-p",
+            "predictions=gold",
+            "-p",
+            "model=deployed",
+            "-p",
+            "model_cutoff=2025-06-01",
+            "-p",
+            "run_id=deployed-run",
+            "-p",
+            f'ids=["{BUGFIX}"]',
+        ],
+        env,
+    )
     _prefect(["worker", "start", "--pool", "pbench-process", "--run-once"], env, timeout=600)
     out = Path(os.environ["PBENCH_OUTPUT_DIR"]) / "runs" / "deployed-run"
     df = pd.read_parquet(out / "results.parquet")
@@ -92,8 +126,14 @@ def test_dask_fan_out_with_two_workers(curated_demo, monkeypatch, tmp_path):
 
     # A fresh verdict cache, so that the workers really run containers instead of reading cached verdicts.
     monkeypatch.setenv("PBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    report = run_evaluation(dask_workers=2, dataset="demo", predictions="gold", model="dask", model_cutoff="2025-06-01",
-                            run_id="dask-two-workers")
+    report = run_evaluation(
+        dask_workers=2,
+        dataset="demo",
+        predictions="gold",
+        model="dask",
+        model_cutoff="2025-06-01",
+        run_id="dask-two-workers",
+    )
     assert report["resolved"] == report["total"] >= 4
     df = pd.read_parquet(Path(report["out_dir"]) / "results.parquet")
     assert not df["cached"].any()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -134,11 +135,11 @@ def test_fingerprint_follows_the_generator_version(monkeypatch: pytest.MonkeyPat
 
 
 def test_repository_is_a_clean_checkout_of_main(repo: Path) -> None:
-    """Rule: a non-bare repository on `main`, clean work tree, no leftover branches, backend only."""
+    """Rule: a non-bare repository on `main`, clean work tree, no leftover branches; the initial commit
+    holds the backend (servable with uvicorn) and the frontend (Vite + React, Playwright tests)."""
     assert git(repo, "symbolic-ref", "HEAD") == "refs/heads/main"
     assert git(repo, "status", "--porcelain") == ""
     assert git(repo, "for-each-ref", "--format=%(refname)") == "refs/heads/main"
-    assert not (repo / "frontend").exists()
     assert not (repo / demo_repo.PRS_FILE_NAME).exists()  # prs.jsonl lives beside the repo
     root = git(repo, "rev-list", "--max-parents=0", "HEAD")
     assert git(repo, "log", "-1", "--format=%s", root) == "Initial app"
@@ -147,8 +148,39 @@ def test_repository_is_a_clean_checkout_of_main(repo: Path) -> None:
         "backend/requirements.txt",
         "backend/app/prestart.py",
         "backend/tests/conftest.py",
+        "frontend/package.json",
+        "frontend/package-lock.json",
+        "frontend/vite.config.js",
+        "frontend/playwright.config.js",
+        "frontend/index.html",
+        "frontend/src/App.jsx",
+        "frontend/tests/items.spec.js",
     ):
         assert git_ok(repo, "cat-file", "-e", f"{root}:{path}"), path
+    assert "uvicorn==" in git(repo, "show", f"{root}:backend/requirements.txt")
+    assert "'/api'" in git(repo, "show", f"{root}:frontend/vite.config.js")  # proxied: no CORS needed
+    config = git(repo, "show", f"{root}:frontend/playwright.config.js")
+    assert "testDir: './tests'" in config and "baseURL: 'http://localhost:5173'" in config
+    initial_spec = git(repo, "show", f"{root}:frontend/tests/items.spec.js")
+    assert len(re.findall(r"^  test\(", initial_spec, re.MULTILINE)) == 2
+
+
+def test_frontend_lock_matches_the_manifest(repo: Path) -> None:
+    """Rule: frontend/package-lock.json is the embedded data file, and it locks exactly the manifest's
+    dependencies (what `npm ci` checks) under the manifest's name."""
+    root = git(repo, "rev-list", "--max-parents=0", "HEAD")
+    data_file = Path(demo_repo.__file__).with_name("demo_frontend") / "package-lock.json"
+    lock_text = git(repo, "show", f"{root}:frontend/package-lock.json")
+    assert lock_text == data_file.read_text(encoding="utf-8").strip()
+    lock = json.loads(lock_text)
+    manifest = json.loads(git(repo, "show", f"{root}:frontend/package.json"))
+    top = lock["packages"][""]
+    assert lock["name"] == top["name"] == manifest["name"]
+    assert top["dependencies"] == manifest["dependencies"]
+    assert top["devDependencies"] == manifest["devDependencies"]
+    for name, version in {**manifest["dependencies"], **manifest["devDependencies"]}.items():
+        assert lock["packages"][f"node_modules/{name}"]["version"] == version, name
+    assert "resolved" not in lock_text  # no registry host: npm ci resolves from the configured registry
 
 
 def test_every_pr_is_merged_on_main_as_recorded(repo: Path, prs: list[dict]) -> None:
@@ -183,8 +215,10 @@ def test_every_pr_is_merged_on_main_as_recorded(repo: Path, prs: list[dict]) -> 
         pr["number"]: len(git(repo, "rev-list", "--parents", "-n", "1", pr["mergeCommit"]["oid"]).split()) - 1
         for pr in prs
     }
-    assert [kinds[demo_repo.DEMO_PRS[k]] for k in ("feature", "collection_error", "bot_bump")] == [2, 2, 2]
-    assert [kinds[demo_repo.DEMO_PRS[k]] for k in ("bugfix", "docs", "flaky")] == [1, 1, 1]
+    merged = ("feature", "collection_error", "bot_bump", "fullstack")
+    squashed = ("bugfix", "docs", "flaky", "frontend_only")
+    assert [kinds[demo_repo.DEMO_PRS[k]] for k in merged] == [2, 2, 2, 2]
+    assert [kinds[demo_repo.DEMO_PRS[k]] for k in squashed] == [1, 1, 1, 1]
 
 
 def test_pr_records_have_the_gh_export_shape(prs: list[dict]) -> None:
@@ -192,7 +226,16 @@ def test_pr_records_have_the_gh_export_shape(prs: list[dict]) -> None:
     one PR), sorted by number, with increasing ISO 8601 dates in 2025-02..2025-09."""
     numbers = [pr["number"] for pr in prs]
     assert numbers == sorted(demo_repo.DEMO_PRS.values())
-    assert set(demo_repo.DEMO_PRS) == {"feature", "bugfix", "collection_error", "docs", "bot_bump", "flaky"}
+    assert list(demo_repo.DEMO_PRS) == [
+        "feature",
+        "bugfix",
+        "collection_error",
+        "docs",
+        "bot_bump",
+        "flaky",
+        "frontend_only",
+        "fullstack",
+    ]
     previous_merge = ""
     for pr in prs:
         assert set(pr) - {"reviewComments"} == GH_FIELDS
@@ -215,6 +258,7 @@ def test_pr_records_have_the_gh_export_shape(prs: list[dict]) -> None:
             assert issue["repository"]["owner"]["login"] == "prototypebench"
     assert sum("reviewComments" in pr for pr in prs) == 1
     assert pr_of(prs, "feature")["closingIssuesReferences"]
+    assert pr_of(prs, "fullstack")["closingIssuesReferences"]
     assert [label["name"] for label in pr_of(prs, "bugfix")["labels"]] == ["bug"]
 
 
@@ -261,3 +305,101 @@ def test_flaky_test_is_added_by_the_flaky_pr(repo: Path, prs: list[dict]) -> Non
     assert "random.SystemRandom()" in head_text
     assert f"def {name}(" not in git(repo, "show", f"{oid}^1:backend/{path}")
     assert f"backend/{path}" in {f["path"] for f in pr["files"]}
+
+
+def test_frontend_only_pr_touches_only_the_frontend(repo: Path, prs: list[dict]) -> None:
+    """Rule: the frontend-only PR (after the flaky one) changes the React app and adds Playwright tests to
+    frontend/tests/items.spec.js, nothing outside frontend/; FRONTEND_FAIL_TO_PASS names its new tests."""
+    pr = pr_of(prs, "frontend_only")
+    assert pr["number"] > demo_repo.DEMO_PRS["flaky"] and pr["mergedAt"] > pr_of(prs, "flaky")["mergedAt"]
+    assert pr["title"].startswith("✨ ") and [label["name"] for label in pr["labels"]] == ["feature"]
+    assert [f["path"] for f in pr["files"]] == ["frontend/src/App.jsx", "frontend/tests/items.spec.js"]
+    oid = pr["mergeCommit"]["oid"]
+    assert "No items yet" in git(repo, "show", f"{oid}:frontend/src/App.jsx")
+    assert "No items yet" not in git(repo, "show", f"{oid}^1:frontend/src/App.jsx")
+    assert _spec_ids(git(repo, "show", f"{oid}:frontend/tests/items.spec.js")) - _spec_ids(
+        git(repo, "show", f"{oid}^1:frontend/tests/items.spec.js")
+    ) == set(demo_repo.FRONTEND_FAIL_TO_PASS["frontend_only"])
+
+
+def test_fullstack_pr_changes_both_sides_with_tests_on_both(repo: Path, prs: list[dict]) -> None:
+    """Rule: the fullstack PR (a merge commit, closing an issue) adds DELETE /api/v1/items/{id} with pytest
+    tests and a Delete button with a Playwright test: app code and tests on both sides."""
+    pr = pr_of(prs, "fullstack")
+    assert pr["number"] > demo_repo.DEMO_PRS["frontend_only"]
+    assert pr["title"].startswith("✨ ") and [label["name"] for label in pr["labels"]] == ["feature"]
+    assert (
+        "Closes #15." in pr["body"]
+        and "DELETE /api/v1/items/{id}" in pr["closingIssuesReferences"][0]["body"]
+    )
+    assert {f["path"] for f in pr["files"]} == {
+        "backend/app/crud.py",
+        "backend/app/main.py",
+        "backend/tests/test_items.py",
+        "frontend/src/App.jsx",
+        "frontend/src/api.js",
+        "frontend/tests/items.spec.js",
+    }
+    oid = pr["mergeCommit"]["oid"]
+    assert '@router.delete("/{item_id}"' in git(repo, "show", f"{oid}:backend/app/main.py")
+    assert "router.delete" not in git(repo, "show", f"{oid}^1:backend/app/main.py")
+    backend_tests = git(repo, "show", f"{oid}:backend/tests/test_items.py")
+    for name in ("test_delete_item", "test_deleted_item_leaves_the_list", "test_delete_missing_item"):
+        assert f"def {name}(" in backend_tests
+        assert f"def {name}(" not in git(repo, "show", f"{oid}^1:backend/tests/test_items.py")
+    assert _spec_ids(git(repo, "show", f"{oid}:frontend/tests/items.spec.js")) - _spec_ids(
+        git(repo, "show", f"{oid}^1:frontend/tests/items.spec.js")
+    ) == set(demo_repo.FRONTEND_FAIL_TO_PASS["fullstack"])
+
+
+def _spec_ids(spec: str) -> set[str]:
+    """The ids Playwright's list reporter prints for items.spec.js, re-derived here independently."""
+    ids = set()
+    for number, line in enumerate(spec.splitlines(), start=1):
+        match = re.match(r"^( *)test\('([^']+)'", line)
+        if match:
+            ids.add(f"tests/items.spec.js:{number}:{len(match.group(1)) + 1} › Items › {match.group(2)}")
+    return ids
+
+
+def test_frontend_fail_to_pass_ids_are_the_ones_playwright_printed() -> None:
+    """Rule: the ids are those of Playwright's own `--list` of the fullstack head (Playwright 1.65, run in
+    the frontend image), in PrototypeBench's form (frontend-relative path, no project)."""
+    assert demo_repo.FRONTEND_FAIL_TO_PASS == {
+        "frontend_only": (
+            "tests/items.spec.js:25:3 › Items › shows an empty state when there are no items",
+            "tests/items.spec.js:33:3 › Items › shows how many items there are",
+        ),
+        "fullstack": ("tests/items.spec.js:44:3 › Items › deleting an item removes it from the list",),
+    }
+
+
+def test_new_prs_split_by_side_with_the_demo_rules_plus_a_frontend(repo: Path, prs: list[dict]) -> None:
+    """Rule: with the demo source's test patterns and a `frontend` dir, the frontend-only PR is
+    frontend_only and the fullstack PR fullstack; their test patches hold only test files, per side."""
+    from tasks_lib import gitops
+    from tasks_lib.patches import split_patch
+    from tasks_lib.sources import load_source, parse_source
+
+    raw = copy.deepcopy(load_source("demo").raw)
+    raw["frontend"] = {
+        "dir": "frontend",
+        "node_version": "20",
+        "package_manager": "npm",
+        "lock_files": ["frontend/package-lock.json"],
+        "serve_command": "npx --no-install vite --host 127.0.0.1 --port 5173 --strictPort",
+    }
+    source = parse_source(raw, Path("demo.toml"))
+    expected = {
+        "frontend_only": ("frontend_only", "", "frontend/tests/items.spec.js"),
+        "fullstack": ("fullstack", "backend/tests/test_items.py", "frontend/tests/items.spec.js"),
+    }
+    for kind, (domain, backend_test, frontend_test) in expected.items():
+        pr = pr_of(prs, kind)
+        code = [f["path"] for f in pr["files"] if not source.is_test_file(f["path"])]
+        assert str(source.stack_domain(code)) == domain, kind
+        oid = pr["mergeCommit"]["oid"]
+        split = split_patch(gitops.diff(repo / ".git", f"{oid}^1", oid), source)
+        assert (f"b/{backend_test}" in split.test_patch_backend) == bool(backend_test), kind
+        assert f"b/{frontend_test}" in split.test_patch_frontend, kind
+        assert "tests/" not in split.patch, kind

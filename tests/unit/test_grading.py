@@ -375,3 +375,14 @@ def test_combine_of_nothing_is_an_error():
     """Rule: no sides means nothing was graded: an error, never a resolved verdict."""
     with pytest.raises(ValueError):
         combine([])
+
+
+def test_playwright_ids_use_their_spec_file_for_the_collection_fallback():
+    """A spec file that failed to load at base: its tests are F2P only when the test patch added them, exactly as
+    for pytest files (the file of `tests/a.spec.js:3:5 › T › t` is `tests/a.spec.js`)."""
+    added = "tests/new.spec.js:3:5 › New › works"
+    old = "tests/new.spec.js:9:5 › New › was there"
+    head = [{added: Outcome.PASSED, old: Outcome.PASSED}] * 3
+    base = [{}] * 2
+    labels = extract_labels(base, head, base_collection_errors=["tests/new.spec.js"], added_tests=[added])
+    assert labels.fail_to_pass == [added] and labels.unknown_at_base == [old] and labels.fallback_used
