@@ -57,6 +57,17 @@ class Outcome(StrEnum):
     XPASSED = "xpassed"
 
 
+# Worst first: when one test is reported more than once (several entries, several projects), the worst wins.
+OUTCOME_SEVERITY: tuple[Outcome, ...] = (
+    Outcome.ERROR,
+    Outcome.FAILED,
+    Outcome.SKIPPED,
+    Outcome.XFAILED,
+    Outcome.XPASSED,
+    Outcome.PASSED,
+)
+OUTCOME_RANK = {outcome: len(OUTCOME_SEVERITY) - i for i, outcome in enumerate(OUTCOME_SEVERITY)}
+
 # Only these count as "the test passed" for FAIL_TO_PASS / PASS_TO_PASS and for grading.
 # A skipped test never counts: a patch must not be able to turn a required test into a skip.
 PASSING_OUTCOMES = frozenset({Outcome.PASSED})

@@ -45,20 +45,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tasks_lib.constants import Outcome
+from tasks_lib.constants import OUTCOME_RANK, OUTCOME_SEVERITY, Outcome
 
 MESSAGE_LIMIT = 500
 
-# Worst first: when one node id is reported more than once, the worst outcome wins.
-_SEVERITY: tuple[Outcome, ...] = (
-    Outcome.ERROR,
-    Outcome.FAILED,
-    Outcome.SKIPPED,
-    Outcome.XFAILED,
-    Outcome.XPASSED,
-    Outcome.PASSED,
-)
-_RANK = {outcome: len(_SEVERITY) - i for i, outcome in enumerate(_SEVERITY)}
+# Worst first (one home: tasks_lib.constants): when a test is reported more than once, the worst wins.
+_SEVERITY = OUTCOME_SEVERITY
+_RANK = OUTCOME_RANK
 
 COLLECTION_FAILURE = "collection failure"
 COLLECTION_SKIPPED = "collection skipped"

@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tasks_lib.constants import Outcome
+from tasks_lib.constants import OUTCOME_RANK, OUTCOME_SEVERITY, Outcome
 from tasks_lib.junit import MESSAGE_LIMIT, JUnitReport
 
 SEPARATOR = " › "
@@ -74,16 +74,9 @@ LOAD_ERROR_ID = "<playwright error>"
 REPORT_NAME = "playwright.json"
 LOAD_ERRORS_REPORT_NAME = "playwright-load-errors.json"
 
-# Worst first, the same order as tasks_lib.junit.
-_SEVERITY: tuple[Outcome, ...] = (
-    Outcome.ERROR,
-    Outcome.FAILED,
-    Outcome.SKIPPED,
-    Outcome.XFAILED,
-    Outcome.XPASSED,
-    Outcome.PASSED,
-)
-_RANK = {outcome: len(_SEVERITY) - i for i, outcome in enumerate(_SEVERITY)}
+# Worst first (one home: tasks_lib.constants): when a test is reported more than once, the worst wins.
+_SEVERITY = OUTCOME_SEVERITY
+_RANK = OUTCOME_RANK
 
 TEST_STATUSES = ("expected", "unexpected", "flaky", "skipped")
 RESULT_STATUSES = ("passed", "failed", "timedOut", "skipped", "interrupted")
