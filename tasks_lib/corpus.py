@@ -129,9 +129,18 @@ def source_for(instance: dict, override: str | None = None) -> SourceRecord:
     """The source record whose `repo` is the instance's repository (or the one named by --source)."""
     if override:
         return load_source(override)
+    import tomllib
+
+    from tasks_lib import paths
+
     for name in available_sources():
-        source = load_source(name)
-        if source.repo == instance["repo"]:
+        # Match on the raw `repo` first: a broken record of another repository must not stop this one.
+        try:
+            repo = tomllib.loads((paths.sources_dir() / f"{name}.toml").read_text()).get("repo")
+        except (OSError, tomllib.TOMLDecodeError):
+            continue
+        if repo == instance["repo"]:
+            source = load_source(name)
             return source.for_era(source.era_for(instance.get("created_at")))
     raise InputError(
         f"{instance['instance_id']}: no source record in data/sources/ has repo {instance['repo']!r}"
