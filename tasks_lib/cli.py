@@ -109,11 +109,13 @@ def limits(
 
 
 @app.command()
-def cleanup():
-    """Remove every container, network and volume left by an interrupted run (by the project's label)."""
+def cleanup(
+    all_owners: bool = typer.Option(False, "--all", help="Every owner's objects, not only PBENCH_OWNER's."),
+):
+    """Remove the containers, networks and volumes left by an interrupted run (by the project's labels)."""
     from tasks_lib import engine
 
-    counts = engine.cleanup_leftovers()
+    counts = engine.cleanup_leftovers(all_owners)
     typer.echo(", ".join(f"{v} {k}" for k, v in counts.items()) + " removed")
 
 

@@ -538,10 +538,12 @@ def _finish(result: RunResult, log_dir: Path, start: float) -> RunResult:
     return result
 
 
-def cleanup_leftovers() -> dict[str, int]:
-    """Remove every container, network and volume carrying the project's label (after a crash)."""
+def cleanup_leftovers(all_owners: bool = False) -> dict[str, int]:
+    """Remove the containers, networks and volumes left by a crash: this owner's (PBENCH_OWNER, default
+    "pbench"), or every owner's with `all_owners` (a test session or another user may be running now)."""
     client = docker_client.get()
-    flt = {"label": LABEL}
+    owner = os.environ.get("PBENCH_OWNER", "pbench")
+    flt = {"label": LABEL} if all_owners else {"label": f"{LABEL_OWNER}={owner}"}
     counts = {"containers": 0, "networks": 0, "volumes": 0}
     for c in client.containers.list(all=True, filters=flt):
         c.remove(force=True, v=True)
