@@ -24,6 +24,9 @@ PRS=${2:-$REF/prs.jsonl}
 INSTANCE=$REF/instance-1396.jsonl
 OUT=${PBENCH_TEMPLATE_OUT:-$HERE/data/cache/template-run}
 PBENCH=${PBENCH:-pbench}
+# The template's cached extraction results live apart from the demo's: a rerun resumes from the PRs that
+# finished, and results cached by another harness version of the demo never meet this season.
+export PREFECT_LOCAL_STORAGE_PATH=${PREFECT_LOCAL_STORAGE_PATH:-$HERE/data/cache/prefect-storage-template}
 cd "$HERE"
 
 [ -d "$MIRROR" ] || { echo "no mirror at $MIRROR" >&2; exit 2; }
