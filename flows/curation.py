@@ -94,8 +94,10 @@ def extract_pr(
     base_runs: int,
     log_dir: str,
     mirror: str | None,
+    era: str | None = None,
 ) -> dict:
-    source = load_source(source_name)
+    # The PR's era decides lock files, installer and commands (e.g. poetry before uv).
+    source = load_source(source_name).for_era(era)
     repo = gitops.repo_dir(source, mirror)
     result = extraction.extract(
         source, repo, number, base, head, Path(log_dir), head_runs=head_runs, base_runs=base_runs
@@ -172,17 +174,19 @@ def curation_season(
                     )
                 )
                 continue
+            era = source.era_for(pr.merged_at)
             fut = extract_pr.submit(
                 source_name,
                 source.repo,
                 pr.number,
                 pr.base_commit,
                 pr.head_commit,
-                curation.deps_key(source, repo, pr),
+                curation.deps_key(source.for_era(era), repo, pr),
                 spec.head_runs,
                 spec.base_runs,
                 str(out / "logs" / f"pr-{pr.number}"),
                 mirror,
+                era,
             )
             futures[fut] = pr
         results = list(failed)

@@ -201,9 +201,10 @@ def stage_package(season: Season, source: SourceRecord, out: Path, mirror: str |
         owner, name = source.owner_name
         iid = f"{owner}__{name}-{pr.number}"
         tier = tiering.assign_tier(iid, pr.merged_at, cutoffs, season.internal_only)
-        instance = packaging.build_instance(pr, source, repo, ext, tier)
+        era_source = source.for_era(source.era_for(pr.merged_at))  # lock files and dirs of the PR's era
+        instance = packaging.build_instance(pr, era_source, repo, ext, tier)
         problems = schema.validate_instance(
-            instance, source, commit_exists=lambda sha: gitops.commit_exists(repo, sha)
+            instance, era_source, commit_exists=lambda sha: gitops.commit_exists(repo, sha)
         )
         if problems:
             rejected.append(
