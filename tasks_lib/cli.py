@@ -15,6 +15,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from tasks_lib.constants import ExitCode
 from tasks_lib.errors import InputError, PbenchError
@@ -28,7 +29,7 @@ console = Console(stderr=True)
 
 
 def _fail(message: str, code: int = ExitCode.HARNESS_ERROR):
-    console.print(f"[red]error:[/red] {message}")
+    console.print(f"[red]error:[/red] {escape(message)}")
     raise typer.Exit(code)
 
 
@@ -339,7 +340,8 @@ def score(
         p = Path(patch)
         if not p.is_file():
             raise InputError(f"--patch {patch}: no such file (or use 'gold' / 'empty')")
-        text, fmt = p.read_text(errors="surrogateescape"), PredictionFormat.DIFF
+        # Bytes as written: no newline translation (a CRLF file's patch keeps its CRs), no decoding error.
+        text, fmt = p.read_bytes().decode("utf-8", errors="surrogateescape"), PredictionFormat.DIFF
     prediction = Prediction(instance_id, "cli", text, fmt)
     src = corpus.source_for(inst, source)
     repo = evaluation.repo_for(src, mirror)
@@ -350,7 +352,7 @@ def score(
     color = "green" if verdict.resolved else ("red" if not verdict.infra_failure else "yellow")
     console.print(
         f"[{color}]{verdict.status}[/{color}]  F2P {verdict.f2p_passed}/{verdict.f2p_total}  "
-        f"P2P {verdict.p2p_passed}/{verdict.p2p_total}  {verdict.note}  ->  {out}",
+        f"P2P {verdict.p2p_passed}/{verdict.p2p_total}  {escape(verdict.note)}  ->  {escape(str(out))}",
         highlight=False,
     )
     if verdict.status in ("patch_invalid",) or verdict.infra_failure:
@@ -375,6 +377,22 @@ def _evaluate(
     dask_address=None,
     dask_workers=None,
 ) -> dict:
+    from tasks_lib import evaluation
+
+    # Bad input (corpus, predictions, model, cutoff, run folder) is refused before Prefect starts: inside
+    # a flow run the refusal would come after a server start-up, logged with a traceback.
+    evaluation.plan_run(
+        dataset,
+        predictions,
+        model,
+        model_cutoff,
+        run_id,
+        ids=ids,
+        domains=domains,
+        tiers=tiers,
+        source=source,
+        mirror=str(mirror) if mirror else None,
+    )
     _prefect()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -525,7 +543,7 @@ def main() -> None:
     except typer.Exit as exc:
         rc = exc.exit_code
     except (typer.BadParameter, typer.Abort) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         sys.exit(ExitCode.HARNESS_ERROR)
     except InputError as exc:
         _print_error(exc)
@@ -547,7 +565,8 @@ def main() -> None:
 
 
 def _print_error(exc: PbenchError) -> None:
-    console.print(f"[red]error:[/red] {exc}", highlight=False)
+    # Messages quote user input ("[acme__app-1]", "[/x]"): print it as written, never as Rich markup.
+    console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
 
 
 if __name__ == "__main__":

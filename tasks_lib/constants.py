@@ -6,7 +6,7 @@ from enum import StrEnum
 
 # Bump when grading or the engine changes in a way that can change a verdict: it is part of
 # every evaluation cache key, so a new harness never reuses an old harness's verdicts.
-HARNESS_VERSION = "0.1.0"
+HARNESS_VERSION = "0.2.0"  # 0.2: untrusted code runs as an unprivileged user; JUnit cross-checked
 SCHEMA_VERSION = "0.1"
 
 # Every container, network and volume the engine creates carries this label, so leftovers

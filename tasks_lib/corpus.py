@@ -137,7 +137,7 @@ def source_for(instance: dict, override: str | None = None) -> SourceRecord:
         # Match on the raw `repo` first: a broken record of another repository must not stop this one.
         try:
             repo = tomllib.loads((paths.sources_dir() / f"{name}.toml").read_text()).get("repo")
-        except (OSError, tomllib.TOMLDecodeError):
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
             continue
         if repo == instance["repo"]:
             source = load_source(name)

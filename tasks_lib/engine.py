@@ -81,6 +81,9 @@ class RunResult:
     lock_sha: str = ""
     patch_methods: dict[str, str | None] = field(default_factory=dict)
     restored: list[str] = field(default_factory=list)
+    # JUnit vs pytest's own summary in the piped output: any disagreement means a report was tampered
+    # with (or a harness bug); never a pass.
+    report_disagreements: list[str] = field(default_factory=list)
     messages: dict[str, str] = field(default_factory=dict)
     error: str | None = None
 
@@ -140,20 +143,29 @@ class _Stack:
 
     def close(self) -> None:
         for c in reversed(self.containers):
-            try:
-                c.remove(force=True, v=True)
-            except Exception as exc:  # keep removing the rest; report what stays
-                log.warning("could not remove container %s: %s", c.name, exc)
+            _remove(f"container {c.name}", lambda c=c: c.remove(force=True, v=True))
         for v in self.volumes:
-            try:
-                v.remove(force=True)
-            except Exception as exc:
-                log.warning("could not remove volume %s: %s", v.name, exc)
+            _remove(f"volume {v.name}", lambda v=v: v.remove(force=True))
         if self.network is not None:
-            try:
-                self.network.remove()
-            except Exception as exc:
-                log.warning("could not remove network %s: %s", self.network.name, exc)
+            _remove(f"network {self.network.name}", self.network.remove)
+
+
+def _remove(what: str, remove, attempts: int = 3) -> None:
+    """Remove one Docker object; a busy daemon (timeouts under load) gets two more tries. What stays is
+    logged, and `pbench cleanup` removes it later by label."""
+    import docker.errors
+
+    for attempt in range(1, attempts + 1):
+        try:
+            remove()
+            return
+        except docker.errors.NotFound:
+            return
+        except Exception as exc:  # keep removing the rest; report what stays
+            if attempt == attempts:
+                log.warning("could not remove %s: %s", what, exc)
+            else:
+                time.sleep(2 * attempt)
 
 
 def _wait_for_postgres(container, service, deadline: float) -> None:
@@ -279,7 +291,9 @@ def _read_pytest(result: RunResult, out: Path, runner_exit: int | None) -> None:
         result.error = f"unreadable JUnit XML: {exc}"
         return
     log_text = (out / "test.log").read_text(errors="replace") if (out / "test.log").exists() else ""
-    _set_report(result, junit.merge_outcomes(report, junit.summary_outcomes(log_text)))
+    summary = junit.summary_outcomes(log_text, known_ids=report.tests)
+    _set_report(result, junit.merge_outcomes(report, summary))
+    result.report_disagreements = junit.cross_check(report.tests, summary, report.collection_errors)[:50]
 
 
 def _read_playwright(result: RunResult, out: Path, runner_exit: int | None, frontend_dir: str) -> None:
@@ -297,6 +311,16 @@ def _read_playwright(result: RunResult, out: Path, runner_exit: int | None, fron
         result.error = f"no readable Playwright report (test exit {result.exit_code}): {exc}"
         return
     _set_report(result, report)
+    json_path = out / "playwright.json"
+    if json_path.exists() and not (out / "playwright-load-errors.json").exists():
+        log_text = (out / "test.log").read_text(errors="replace") if (out / "test.log").exists() else ""
+        try:
+            stats = json.loads(json_path.read_text()).get("stats", {})
+        except (ValueError, AttributeError):
+            stats = {}
+        result.report_disagreements = playwright_report.cross_check_stats(
+            stats, playwright_report.list_summary_counts(log_text)
+        )
     if report.timed_out:
         result.status = RunStatus.TIMEOUT
         result.error = "Playwright's global timeout (the run's wall clock) stopped the suite"
@@ -319,7 +343,8 @@ def _sandbox(
     settings: Settings,
     aliases: list[str] | None = None,
 ):
-    """A container for untrusted code: the task's private network only, limits, no capabilities."""
+    """A container for untrusted code: the task's private network only, limits, no capabilities for the
+    code of the repository (the runner drops to an unprivileged user before running any of it)."""
     container = stack.client.containers.create(
         image,
         command=["/usr/bin/python3", "/pbench/in/pbench_runner.py"],
@@ -333,6 +358,9 @@ def _sandbox(
         pids_limit=settings.pids_limit,
         nano_cpus=int(settings.cpus * 1e9),
         cap_drop=["ALL"],
+        # Only what the runner needs to hand the repository's code to an unprivileged user (uid 65534) and
+        # to kill everything that code leaves; that user has no capabilities at all (no-new-privileges).
+        cap_add=["SETUID", "SETGID", "KILL"],
         security_opt=["no-new-privileges"],
         init=True,
     )
@@ -483,7 +511,7 @@ def _run_tests(request: RunRequest, settings: Settings | None = None) -> RunResu
             env = {
                 **fe.env,
                 **PINNED_ENV,
-                "PBENCH_OUT": "/pbench/out",
+                "PBENCH_OUT": "/pbench/stage",
                 "PBENCH_SERVE_COMMAND": fe.serve_command,
                 "PBENCH_SERVE_URL": f"http://localhost:{fe.serve_port}",
                 "PBENCH_BASE_URL": f"http://localhost:{fe.serve_port}",

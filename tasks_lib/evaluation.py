@@ -8,6 +8,7 @@ as the model's failure.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -21,7 +22,8 @@ from pathlib import Path
 
 from tasks_lib import engine, gitops, grading, images, patches, paths
 from tasks_lib.config import Settings
-from tasks_lib.constants import HARNESS_VERSION, INFRA_STATUSES, Side, Status
+from tasks_lib.constants import HARNESS_VERSION, INFRA_STATUSES, RunStatus, Side, Status
+from tasks_lib.errors import InfraError
 from tasks_lib.predictions import Prediction
 from tasks_lib.sources import SourceRecord
 
@@ -134,9 +136,15 @@ def _run_side(
         engine.PatchInput("agent", prediction.model_patch, untrusted=True),
         engine.PatchInput("test_patch", test_patch),
     )
-    trace.mkdir(parents=True, exist_ok=True)
-    (trace / "agent.diff").write_text(prediction.model_patch)
-    (trace / "test_patch.diff").write_text(test_patch)
+    # One engine run per folder: the engine reads result.json and junit.xml from here after copying the
+    # container's outputs in, so what an earlier run left (an earlier attempt, a rerun of the run id, a
+    # reused `pbench score --out`) would be read as this run's results when this one's container dies.
+    if trace.exists():
+        shutil.rmtree(trace)
+    trace.mkdir(parents=True)
+    # Bytes as read: a patch of a Latin-1 file holds surrogate escapes that text mode cannot write.
+    (trace / "agent.diff").write_bytes(patches.patch_bytes(prediction.model_patch))
+    (trace / "test_patch.diff").write_bytes(patches.patch_bytes(test_patch))
     request = engine.RunRequest(
         source,
         repo,
@@ -147,7 +155,17 @@ def _run_side(
         side,
         label=f"{instance['instance_id']} {side}",
     )
-    result = engine.run_tests(request, settings)
+    from docker.errors import DockerException
+
+    try:
+        result = engine.run_tests(request, settings)
+    except (OSError, DockerException, InfraError) as exc:
+        # The engine could not reach the Docker daemon at all (stopped, restarting): an infrastructure
+        # attempt like any other, retried and reported as such, instead of a crashed task and a run with
+        # no rows.
+        result = engine.RunResult(
+            RunStatus.INFRA_ERROR, log_dir=str(trace), error=f"{type(exc).__name__}: {exc}"
+        )
     g = grading.grade(
         f2p,
         p2p,
@@ -156,7 +174,17 @@ def _run_side(
         suite_ran=result.suite_ran,
         collection_errors=result.collection_errors,
         exit_code_mismatch=result.exit_code_mismatch,
+        report_disagreements=result.report_disagreements,
     )
+    if result.restored and g.status not in INFRA_STATUSES:
+        # Only an untrusted patch's files are ever restored: it edited tests or what decides how they run
+        # (found inside the container, e.g. the pytest table of pyproject.toml, or a symlink).
+        g = dataclasses.replace(
+            g,
+            resolved=False,
+            status=Status.PATCH_TOUCHES_TESTS,
+            note=f"restored to base before the tests: {', '.join(result.restored[:5])}",
+        )
     rows = []
     for expected, ids in (("fail_to_pass", f2p), ("pass_to_pass", p2p)):
         for test_id in ids:
@@ -197,7 +225,7 @@ def score_instance(
         verdict.status = str(status)
         verdict.note = "; ".join(p.message for p in problems)[:2000]
         trace_dir.mkdir(parents=True, exist_ok=True)
-        (trace_dir / "agent.diff").write_text(prediction.model_patch)
+        (trace_dir / "agent.diff").write_bytes(patches.patch_bytes(prediction.model_patch))
         (trace_dir / "rejected.txt").write_text(verdict.note + "\n")
         verdict.duration_s = round(time.monotonic() - start, 3)
         return verdict
@@ -219,9 +247,11 @@ def score_instance(
         return hit
 
     sides = [s for s in (Side.BACKEND, Side.FRONTEND) if any(_tests_of(instance, s))]
+    infra_attempts: list[str] = []  # why attempts were not verdicts: kept in the note, beside `attempts`
     for attempt in range(1, infra_retries + 2):
         grades, rows, mismatch = [], [], False
         statuses: dict[str, str] = {}
+        errors: list[str] = []
         for side in sides:
             g, result, side_rows = _run_side(
                 instance, prediction, source, repo, side, trace_dir / str(side), settings
@@ -231,11 +261,16 @@ def score_instance(
             statuses[str(side)] = str(g.status)
             mismatch |= result.exit_code_mismatch
             verdict.image_id = verdict.image_id or result.image_id
+            if g.status in INFRA_STATUSES and result.error:
+                errors.append(f"{side}: {result.error}"[:300])
         total = grading.combine(grades)
         verdict.attempts = attempt
         if total.status not in INFRA_STATUSES:
             break
-        log.warning("%s: %s on attempt %d; retrying", iid, total.status, attempt)
+        infra_attempts.append(
+            f"attempt {attempt}: {total.status} ({'; '.join(errors) or 'no error recorded'})"
+        )
+        log.warning("%s: %s", iid, infra_attempts[-1])
     verdict.resolved = total.resolved
     verdict.status = str(total.status)
     verdict.f2p_passed, verdict.f2p_total = total.f2p_passed, total.f2p_total
@@ -243,7 +278,7 @@ def score_instance(
     verdict.backend_status = statuses.get("backend")
     verdict.frontend_status = statuses.get("frontend")
     verdict.exit_code_mismatch = mismatch
-    verdict.note = total.note
+    verdict.note = "; ".join(filter(None, [total.note, *infra_attempts]))
     verdict.tests = rows
     verdict.duration_s = round(time.monotonic() - start, 3)
     verdict.executed_by = f"{socket.gethostname()}:{os.getpid()}"

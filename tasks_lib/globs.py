@@ -6,6 +6,23 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
+# Files that change how the tests run or what the interpreter loads before any test, for every source and
+# whatever its record says: an untrusted patch may not add or edit them (they are restored to base inside
+# the container, and the patch is graded `patch_touches_tests`). pyproject.toml and setup.cfg are checked
+# by section instead (only their pytest tables count): see containers/runner/pbench_runner.py.
+HARNESS_PROTECTED = (
+    "**/conftest.py",
+    "**/pytest.ini",
+    "**/.pytest.ini",
+    "**/pytest.toml",
+    "**/.pytest.toml",
+    "**/tox.ini",
+    "**/sitecustomize.py",
+    "**/usercustomize.py",
+    "**/*.pth",
+    "**/playwright.config.*",
+)
+
 
 @lru_cache(maxsize=512)
 def _compile(pattern: str) -> re.Pattern[str]:

@@ -108,6 +108,7 @@ def grade(
     suite_ran: bool,
     collection_errors: Sequence[str] = (),
     exit_code_mismatch: bool = False,
+    report_disagreements: Sequence[str] = (),
 ) -> Grade:
     """Verdict of one side. A test missing from the results fails; a skipped test fails; no evidence
     that the suite ran is never a pass; an exit code that contradicts the parsed results is never a pass."""
@@ -130,6 +131,14 @@ def grade(
         return Grade(False, Status.TEST_COLLECTION_FAILED, **counts, note="required tests failed to collect")
     if not suite_ran:
         return Grade(False, Status.TESTS_FAILED, **counts, note="no evidence that the test suite ran")
+    if report_disagreements:
+        return Grade(
+            False,
+            Status.TESTS_FAILED,
+            **counts,
+            note="the report file and the test output the runner read disagree: "
+            + "; ".join(report_disagreements[:3]),
+        )
     if exit_code_mismatch:
         return Grade(
             False, Status.TESTS_FAILED, **counts, note="test exit code contradicts the parsed results"

@@ -321,6 +321,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _SUMMARY_HEADER = re.compile(r"^=+ short test summary info =+$")
 _SECTION_END = re.compile(r"^(=+ .* =+|!+ .* !+)$")
 _SUMMARY_LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (.+)$")
+_PHASE = re.compile(r"^at (?:setup|call|teardown) of ")  # pytest 9: "XFAIL at setup of <id> - ..."
 _SUMMARY_WORDS = {
     "PASSED": Outcome.PASSED,
     "FAILED": Outcome.FAILED,
@@ -359,7 +360,7 @@ def summary_outcomes(text: str, *, known_ids: Iterable[str] = ()) -> dict[str, O
         word, rest = match.groups()
         if word == "SKIPPED" and rest.startswith("["):
             continue
-        node_id = _summary_id(rest, by_length)
+        node_id = _summary_id(_PHASE.sub("", rest), by_length)
         outcome = _SUMMARY_WORDS[word]
         previous = outcomes.get(node_id)
         if previous is None or _RANK[outcome] > _RANK[previous]:
@@ -388,3 +389,33 @@ def merge_outcomes(junit: JUnitReport, summary: dict[str, Outcome]) -> JUnitRepo
         for node_id, outcome in junit.tests.items()
     }
     return dataclasses.replace(junit, tests=tests)
+
+
+_BAD = frozenset({Outcome.FAILED, Outcome.ERROR})
+
+
+def cross_check(
+    tests: dict[str, Outcome], summary: dict[str, Outcome], collection_errors: Iterable[str] = ()
+) -> list[str]:
+    """Where the JUnit report and pytest's own `-rA` summary (read from the piped stdout) disagree.
+
+    Two records of one run: a report rewritten after pytest wrote it, or stdout forged with PASSED lines,
+    shows up as a disagreement. A test counts as agreeing when both put it on the same side of
+    pass/fail; skipped tests may be absent from the summary (its SKIPPED lines carry no id), and a class
+    that failed to collect is a collection error in JUnit but an "ERROR path::Class" line in the summary.
+    """
+    problems = []
+    broken = set(collection_errors)
+    if tests and not summary:
+        return ["the JUnit report lists tests but pytest's output has no short test summary"]
+    for node_id, outcome in tests.items():
+        said = summary.get(node_id)
+        if said is None:
+            if outcome is not Outcome.SKIPPED:
+                problems.append(f"{node_id}: {outcome} in JUnit, absent from pytest's summary")
+        elif (outcome in _BAD) != (said in _BAD):
+            problems.append(f"{node_id}: {outcome} in JUnit, {said} in pytest's summary")
+    for node_id, said in summary.items():
+        if "::" in node_id and node_id not in tests and node_id not in broken:
+            problems.append(f"{node_id}: {said} in pytest's summary, absent from JUnit")
+    return problems

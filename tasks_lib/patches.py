@@ -34,6 +34,9 @@ SYMLINK_MODE = "120000"
 GITLINK_MODE = "160000"
 _C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 _C_NAMES = {code: name for name, code in _C_ESCAPES.items() if name not in '"\\'}
+# Longest header of two unquoted names worth searching for the split between them (git paths are at most
+# PATH_MAX bytes); past it the search would go quadratic on a runaway line.
+_MAX_GIT_HEADER = 2 * 4096 + 5
 
 
 class TestFileRules(Protocol):
@@ -109,6 +112,9 @@ class PatchProblem:
             raise ValueError(f"PatchProblem.status must be one of {[str(s) for s in _PROBLEM_STATUSES]}")
         if not self.message:
             raise ValueError("PatchProblem.message must not be empty")
+        # Messages quote paths and lines of untrusted text, which may hold surrogate escapes: keep them
+        # writable to a trace file, a Parquet column and a terminal.
+        object.__setattr__(self, "message", self.message.encode("utf-8", "backslashreplace").decode())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -132,7 +138,10 @@ def _unquote(name: str) -> str:
     while i < len(body):
         c = body[i]
         if c != "\\":
-            out += c.encode()
+            try:
+                out += c.encode("utf-8", errors="surrogateescape")
+            except UnicodeEncodeError:
+                raise PatchFormatError(f"quoted path {name!r} holds a character that is no text") from None
             i += 1
             continue
         nxt = body[i + 1 : i + 2]
@@ -162,6 +171,16 @@ def _quote(path: str) -> str:
             named = _C_NAMES.get(byte)
             out.append("\\" + named if named else f"\\{byte:03o}")
     return '"' + "".join(out) + '"'
+
+
+def patch_bytes(diff: str) -> bytes:
+    """The bytes of a patch as it was read: undecodable bytes come back from their surrogate escapes.
+    A lone surrogate that stands for no byte (a JSON "\\ud800" escape, which `validate_patch` refuses)
+    is kept as its UTF-8 form, so even such a patch has a content key and a trace."""
+    try:
+        return diff.encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError:
+        return diff.encode("utf-8", errors="surrogatepass")
 
 
 def _strip_p1(name: str) -> str:
@@ -194,11 +213,12 @@ def _git_header_paths(rest: str) -> tuple[str | None, str | None]:
         first, second = rest[: end + 1], rest[end + 2 :]
         return _strip_p1(_unquote(first)), _strip_p1(_unquote(second))
     # Unquoted names may contain spaces: pick the split where both halves name the same file.
-    for i, char in enumerate(rest):
-        if char == " ":
-            first, second = rest[:i], rest[i + 1 :]
-            if _strip_p1(first) == _strip_p1(_unquote(second)):
-                return _strip_p1(first), _strip_p1(_unquote(second))
+    if len(rest) <= _MAX_GIT_HEADER:
+        for i, char in enumerate(rest):
+            if char == " ":
+                first, second = rest[:i], rest[i + 1 :]
+                if _strip_p1(first) == _strip_p1(_unquote(second)):
+                    return _strip_p1(first), _strip_p1(_unquote(second))
     if " b/" in rest:
         first, second = rest.split(" b/", 1)
         return _strip_p1(first), second
@@ -478,15 +498,21 @@ def _invalid(message: str, path: str | None = None) -> PatchProblem:
 def validate_patch(diff: str, source: TestFileRules | None = None) -> list[PatchProblem]:
     """Everything wrong with an untrusted patch, before any container starts (empty: fine).
 
-    `patch_invalid`: unparsable text, binary hunks, unsafe paths (absolute, `..`, escaping the
-    repo, `.git/`), symlinks and submodules. `patch_touches_tests`: a path `source.is_test_file`
-    claims (tests and test infrastructure); skipped when `source` is None. The empty string is
-    the valid empty patch; text of only whitespace is not a patch.
+    `patch_invalid`: unparsable text, a lone surrogate (no bytes to apply), binary hunks, unsafe
+    paths (absolute, `..`, escaping the repo, `.git/`), symlinks and submodules.
+    `patch_touches_tests`: a path `source.is_test_file` claims (tests and test infrastructure);
+    skipped when `source` is None. The empty string is the valid empty patch; text of only
+    whitespace is not a patch.
     """
     if diff == "":
         return []
     if not diff.strip():
         return [_invalid("patch is not empty but holds only whitespace")]
+    try:
+        diff.encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError as exc:
+        # A lone surrogate (a JSON "\ud800" escape) stands for no byte: there is nothing to hand to git.
+        return [_invalid(f"not text: character {exc.start} is a lone surrogate {diff[exc.start]!r}")]
     try:
         blocks = file_diffs(diff)
     except PatchFormatError as exc:

@@ -463,3 +463,36 @@ def _int(value, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{what} is missing or not a number")
     return int(value)
+
+
+_LIST_COUNT = re.compile(r"^\s+(\d+) (passed|failed|flaky|skipped|interrupted|did not run)\b")
+
+
+def list_summary_counts(text: str) -> dict[str, int]:
+    """The counts the list reporter prints at the end of a run ("  4 passed (12.3s)", "  1 failed", …),
+    from the test log (a pipe the runner reads). With several runs in one log, the last run's counts."""
+    counts: dict[str, int] = {}
+    for line in _ANSI.sub("", text).splitlines():
+        match = _LIST_COUNT.match(line)
+        if match:
+            word = match.group(2)
+            if word in counts:  # a second run's summary starts
+                counts = {}
+            counts[word] = int(match.group(1))
+    return counts
+
+
+def cross_check_stats(stats: Mapping[str, Any], counts: Mapping[str, int]) -> list[str]:
+    """Where the JSON report's stats and the list reporter's own summary in the log disagree: a JSON report
+    rewritten after Playwright wrote it (by the app's dev-server code, say) shows up here."""
+    expected, unexpected = int(stats.get("expected", 0)), int(stats.get("unexpected", 0))
+    if not counts:
+        return ["the JSON report has results but the test log has no Playwright summary"] if expected else []
+    problems = []
+    if counts.get("passed", 0) != expected:
+        problems.append(f"{expected} passed in the JSON report, {counts.get('passed', 0)} in the test log")
+    if bool(counts.get("failed", 0)) != bool(unexpected):
+        problems.append(
+            f"{unexpected} unexpected in the JSON report, {counts.get('failed', 0)} failed in the log"
+        )
+    return problems

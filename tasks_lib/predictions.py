@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks_lib.errors import InputError
-from tasks_lib.patches import PatchProblem, TestFileRules, files_to_diff, validate_patch
+from tasks_lib.patches import PatchProblem, TestFileRules, files_to_diff, patch_bytes, validate_patch
 
 FilesReader = Callable[[str], Callable[[str], str | None]]
 
@@ -74,7 +74,7 @@ class Prediction:
     @property
     def patch_sha256(self) -> str:
         """Content key of the patch (evaluation caches on it, never on a run id)."""
-        return hashlib.sha256(self.model_patch.encode("utf-8", errors="surrogateescape")).hexdigest()
+        return hashlib.sha256(patch_bytes(self.model_patch)).hexdigest()
 
     def to_dict(self) -> dict[str, str]:
         return {
@@ -112,6 +112,8 @@ def _json_lines(path: str, text: str) -> list[_Entry]:
             raise PredictionsError(
                 path, f"line {number}", f"not JSON ({exc.msg} at column {exc.colno})"
             ) from None
+        except RecursionError:
+            raise PredictionsError(path, f"line {number}", "JSON nested too deeply") from None
     return entries
 
 
@@ -125,6 +127,8 @@ def _read_entries(path: str, text: str) -> list[_Entry]:
         return _json_lines(path, text)
     try:
         whole = json.loads(stripped)
+    except RecursionError:
+        raise PredictionsError(path, None, "JSON nested too deeply") from None
     except json.JSONDecodeError:
         if path.endswith(".json"):
             raise PredictionsError(path, None, "is not JSON (name it .jsonl for JSON lines)") from None

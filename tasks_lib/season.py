@@ -56,6 +56,20 @@ def _str_list(path, raw: dict, key: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _table(path, table: dict, key: str, name: str) -> dict:
+    value = table.get(key, {})
+    if not isinstance(value, dict):
+        raise _err(path, name, f"must be a table, got {value!r}")
+    return value
+
+
+def _bool(path, table: dict, key: str, default: bool, where: str) -> bool:
+    value = table.get(key, default)
+    if not isinstance(value, bool):
+        raise _err(path, f"{where}.{key}", f"must be true or false, got {value!r}")
+    return value
+
+
 def _number(path, table: dict, key: str, kind, default, where: str):
     value = table.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int):
@@ -74,18 +88,23 @@ def load_season(name: str, *, sources: list[str] | None = None) -> Season:
         known = sorted(p.stem for p in path.parent.glob("*.toml"))
         raise InputError(f"{path}: no season named {name!r} (known: {', '.join(known) or 'none'})")
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise InputError(f"{path}: not valid TOML: nested too deeply") from None
     if raw.get("name", name) != name:
         raise _err(path, "name", f"must match the file name {name!r}")
-    window = raw.get("window", {})
-    dist = raw.get("distribution", {})
-    ext = raw.get("extraction", {})
-    mix = dict(dist.get("target", {}))
+    window = _table(path, raw, "window", "window")
+    dist = _table(path, raw, "distribution", "distribution")
+    ext = _table(path, raw, "extraction", "extraction")
+    mix = _table(path, dist, "target", "distribution.target")
     bad = [k for k in mix if k not in {d.value for d in StackDomain}]
     if bad:
         raise _err(path, "distribution.target", f"unknown stack domains {bad}")
+    mix = {domain: _number(path, mix, domain, float, None, "distribution.target") for domain in mix}
     season = Season(
         name=name,
         sources=tuple(sources) if sources else _str_list(path, raw, "sources"),
@@ -95,7 +114,7 @@ def load_season(name: str, *, sources: list[str] | None = None) -> Season:
         until=tiering.parse_date(window.get("until"), f"{path}: window.until"),
         target_mix=mix,
         tolerance=_number(path, dist, "tolerance", float, 0.15, "distribution"),
-        fail_on_mismatch=bool(dist.get("fail_on_mismatch", False)),
+        fail_on_mismatch=_bool(path, dist, "fail_on_mismatch", False, "distribution"),
         head_runs=_number(path, ext, "head_runs", int, 3, "extraction"),
         base_runs=_number(path, ext, "base_runs", int, 2, "extraction"),
         max_concurrency=_number(path, ext, "max_concurrency", int, 2, "extraction"),

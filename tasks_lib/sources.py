@@ -222,7 +222,11 @@ class SourceRecord:
         return globs.match_any(path, self.test_file_patterns) or self.is_test_infra(path)
 
     def is_test_infra(self, path: str) -> bool:
-        return globs.match_any(path, self.test_infra_patterns)
+        """The record's infra patterns, and the harness-wide ones (pytest config, conftest, interpreter
+        start-up hooks, Playwright config) that no source may leave to an untrusted patch."""
+        return globs.match_any(path, self.test_infra_patterns) or globs.match_any(
+            path, globs.HARNESS_PROTECTED
+        )
 
     def side_of(self, path: str) -> Side | None:
         """Which side of the stack a repository path belongs to, by the source's dirs."""
@@ -410,11 +414,17 @@ def parse_source(raw: dict[str, Any], path: Path) -> SourceRecord:
 
 def load_source_file(path: Path) -> SourceRecord:
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise SourceError(path, "<file>", "does not exist") from None
+    except IsADirectoryError:
+        raise SourceError(path, "<file>", "is a directory, not a TOML file") from None
+    except UnicodeDecodeError as exc:
+        raise SourceError(path, "<file>", f"is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise SourceError(path, "<file>", f"is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise SourceError(path, "<file>", "is not valid TOML: nested too deeply") from None
     record = parse_source(raw, path)
     _check_eras(record)
     if record.name != path.stem:

@@ -386,3 +386,16 @@ def test_playwright_ids_use_their_spec_file_for_the_collection_fallback():
     base = [{}] * 2
     labels = extract_labels(base, head, base_collection_errors=["tests/new.spec.js"], added_tests=[added])
     assert labels.fail_to_pass == [added] and labels.unknown_at_base == [old] and labels.fallback_used
+
+
+def test_report_disagreement_is_never_a_pass():
+    g = grade(
+        ["t::a"],
+        [],
+        RunStatus.COMPLETED,
+        {"t::a": Outcome.PASSED},
+        suite_ran=True,
+        report_disagreements=["t::a: passed in JUnit, failed in pytest's summary"],
+    )
+    assert not g.resolved and g.status == Status.TESTS_FAILED
+    assert "disagree" in g.note and "t::a" in g.note

@@ -573,3 +573,51 @@ def test_live_run_matches_stored_fixture(tmp_path):
     assert live.tests == stored.tests == {**EXPECTED_MAIN, XPASS_ID: XP}
     assert live.collection_skipped == stored.collection_skipped
     assert live.totals == stored.totals
+    from tasks_lib.junit import cross_check
+
+    raw = parse_junit_file(junit)
+    assert cross_check(raw.tests, summary_outcomes(completed.stdout, known_ids=raw.tests)) == []
+
+
+def test_cross_check_agreeing_records():
+    from tasks_lib.junit import cross_check
+
+    tests = {"t.py::a": Outcome.PASSED, "t.py::b": Outcome.FAILED, "t.py::s": Outcome.SKIPPED}
+    assert cross_check(tests, {"t.py::a": Outcome.PASSED, "t.py::b": Outcome.FAILED}) == []
+    assert cross_check({}, {}) == []
+
+
+def test_cross_check_flags_a_rewritten_report_or_forged_output():
+    """A JUnit report rewritten to all-passed disagrees with the genuine summary; a report without any
+    summary, and summary ids missing from the report, are disagreements too."""
+    from tasks_lib.junit import cross_check
+
+    forged = {"t.py::a": Outcome.PASSED, "t.py::b": Outcome.PASSED}
+    genuine = {"t.py::a": Outcome.PASSED, "t.py::b": Outcome.FAILED, "t.py::c": Outcome.ERROR}
+    problems = cross_check(forged, genuine)
+    assert problems == [
+        "t.py::b: passed in JUnit, failed in pytest's summary",
+        "t.py::c: error in pytest's summary, absent from JUnit",
+    ]
+    assert cross_check(forged, {}) == [
+        "the JUnit report lists tests but pytest's output has no short test summary"
+    ]
+    assert cross_check({"t.py::a": Outcome.PASSED}, {"t.py::z": Outcome.PASSED})[0].startswith("t.py::a")
+
+
+def test_cross_check_on_real_runs():
+    """On the stored real pytest 9 runs (JUnit + stdout of the same run), the two records agree exactly,
+    collection errors, skips, xfail and xpass included."""
+    from tasks_lib.junit import cross_check
+
+    for name in sorted(p.stem for p in FIXTURES.glob("*.xml")):
+        stdout = FIXTURES / f"{name}.stdout.txt"
+        if not stdout.exists():
+            continue
+        # "prefixed": pytest ran from backend/ with the rootdir above it (the engine strips that prefix).
+        report = parse_junit_file(
+            FIXTURES / f"{name}.xml", rootdir_prefix="backend" if name == "prefixed" else ""
+        )
+        summary = summary_outcomes(stdout.read_text(), known_ids=report.tests)
+        assert report.tests or name in ("empty", "collect_error")
+        assert cross_check(report.tests, summary, report.collection_errors) == [], name

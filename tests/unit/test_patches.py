@@ -4,6 +4,7 @@ them, test ids found by syntax, and untrusted patches refused with a named reaso
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import subprocess
 from pathlib import Path
@@ -544,3 +545,27 @@ def test_split_of_the_published_pr_reproduces_its_patch_and_test_patch(demo):
     assert split.patch == inst["patch"]
     assert split.test_patch == inst["test_patch"] == split.test_patch_backend
     assert split.test_patch_frontend == inst["test_patch_frontend"] == ""
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "backend/app/conftest.py",
+        "pytest.ini",
+        "backend/.pytest.ini",
+        "backend/pytest.toml",
+        "tox.ini",
+        "backend/sitecustomize.py",
+        "usercustomize.py",
+        "backend/app/force.pth",
+        "frontend/playwright.config.ts",
+    ],
+)
+def test_harness_files_are_refused_for_every_source(path):
+    """Pytest config, conftest, interpreter start-up hooks and Playwright config are the harness's, whatever
+    the source record lists: an untrusted patch touching one is `patch_touches_tests`."""
+    demo = load_source("demo")
+    bare = dataclasses.replace(demo, test_file_patterns=("backend/tests/**",), test_infra_patterns=())
+    diff = f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+x = 1\n"
+    assert problems_status(validate_patch(diff, bare)) == Status.PATCH_TOUCHES_TESTS
+    assert bare.is_test_infra(path)

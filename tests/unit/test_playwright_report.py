@@ -412,3 +412,30 @@ def test_missing_file_raises_file_not_found(tmp_path):
         parse_playwright_file(tmp_path / "nope.json")
     with pytest.raises(FileNotFoundError):
         parse_playwright_out(tmp_path)
+
+
+LIST_TAIL = """
+  1 failed
+    [chromium] › tests/items.spec.js:44:3 › Items › deleting an item removes it from the list ──────
+  4 passed (36.5s)
+[exit 1]
+"""
+
+
+def test_list_summary_counts_and_cross_check():
+    """The list reporter's own counts (piped log) against the JSON report's stats: a JSON rewritten to
+    all-passed disagrees; agreeing records give nothing; the last of two runs' summaries counts."""
+    from tasks_lib.playwright_report import cross_check_stats, list_summary_counts
+
+    counts = list_summary_counts(LIST_TAIL)
+    assert counts == {"failed": 1, "passed": 4}
+    assert cross_check_stats({"expected": 4, "unexpected": 1, "skipped": 0, "flaky": 0}, counts) == []
+    forged = {"expected": 5, "unexpected": 0}
+    assert cross_check_stats(forged, counts) == [
+        "5 passed in the JSON report, 4 in the test log",
+        "0 unexpected in the JSON report, 1 failed in the log",
+    ]
+    assert cross_check_stats(forged, {}) == [
+        "the JSON report has results but the test log has no Playwright summary"
+    ]
+    assert list_summary_counts(LIST_TAIL + "\n  2 passed (1.0s)\n") == {"passed": 2}
