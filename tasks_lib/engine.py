@@ -497,7 +497,7 @@ def _run_tests(request: RunRequest, settings: Settings | None = None) -> RunResu
             files = _job(
                 request,
                 fe.dir,
-                ["pbench-link-node-modules /deps /work/repo"],
+                ["pbench-link-node-modules /deps /work/repo", *fe.prestart],
                 {
                     "runner": "playwright",
                     "command": "sh /pbench/in/pbench-playwright.sh",
@@ -516,6 +516,7 @@ def _run_tests(request: RunRequest, settings: Settings | None = None) -> RunResu
                 "PBENCH_SERVE_URL": f"http://localhost:{fe.serve_port}",
                 "PBENCH_BASE_URL": f"http://localhost:{fe.serve_port}",
                 "PBENCH_FORWARD": f"{backend.serve_port}=backend:{backend.serve_port}",
+                "PBENCH_BACKEND_URL": f"http://backend:{backend.serve_port}",
                 "PBENCH_PW_GLOBAL_TIMEOUT_MS": str(left_ms),
             }
             container = _sandbox(stack, image.tag, "tests", env, settings)

@@ -170,6 +170,10 @@ class FrontendSpec:
     runner: str = "playwright"
     timeout_s: int = 900
     env: dict[str, str] = field(default_factory=dict)
+    # Steps run in the frontend dir of the frontend-tests container after node_modules is linked, before the
+    # dev server and the tests (e.g. regenerating an API client from the backend-serve container, reached as
+    # $PBENCH_BACKEND_URL).
+    prestart: tuple[str, ...] = ()
 
     @property
     def dependency_files(self) -> tuple[str, ...]:
@@ -354,6 +358,7 @@ def _parse_frontend(f: _Fields) -> FrontendSpec:
         runner=f.str("runner", "playwright", choices=TEST_RUNNERS),
         timeout_s=f.int("timeout_s", 900),
         env=f.str_map("env"),
+        prestart=tuple(f.str_list("prestart")),
     )
 
 

@@ -291,6 +291,24 @@ def test_for_era_of_the_date_matches_era_for(shop):
     assert shop.for_era(shop.era_for("2025-06-01T12:00:00Z")).backend.installer == "uv"
 
 
+def test_frontend_prestart_steps_default_empty_and_follow_the_era(tmp_path, shop):
+    """Rule: frontend prestart steps (run before the dev server and Playwright, e.g. regenerating an API
+    client from the backend under test) are data: none by default, a list in `[frontend]`, per era."""
+    assert shop.frontend.prestart == ()
+    text = edit(
+        SHOP, 'serve_command = "bun run dev"\n', 'serve_command = "bun run dev"\nprestart = ["bun run gen"]\n'
+    )
+    text = edit(
+        text,
+        'python_version = "3.10"\n',
+        'python_version = "3.10"\n[eras.frontend]\nprestart = ["npm run gen"]\n',
+    )
+    record = load_source_file(write(tmp_path, text))
+    assert record.frontend.prestart == ("bun run gen",)
+    assert record.for_era("pip").frontend.prestart == ("npm run gen",)
+    assert record.for_era("uv").frontend.prestart == ("bun run gen",)
+
+
 def test_unknown_era_names_the_eras_field(shop):
     """Rule: asking for an era that does not exist names the file and the `eras` field."""
     with pytest.raises(SourceError) as exc:
