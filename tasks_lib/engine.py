@@ -406,6 +406,10 @@ def _run_tests(request: RunRequest, settings: Settings | None = None) -> RunResu
     deadline = start + timeout
     log_dir = Path(request.log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
+    # Results are read from this folder after the container's outputs are copied in: an earlier run's must
+    # never stand in for a container that died before writing its own.
+    for stale in ("result.json", "junit.xml", "playwright.json", "playwright-load-errors.json", "run.json"):
+        (log_dir / stale).unlink(missing_ok=True)
     result = RunResult(status=RunStatus.INFRA_ERROR, log_dir=str(log_dir))
     patch_texts = [p.diff for p in request.patches]
 

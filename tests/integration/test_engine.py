@@ -76,8 +76,11 @@ def test_patch_that_does_not_apply_is_reported_not_run(
 
 
 SANDBOX_PROBE = """
+import locale
 import os
 import socket
+import sys
+import time
 
 import pytest
 
@@ -101,6 +104,11 @@ def test_no_docker_socket_and_no_host_environment():
 def test_pinned_environment():
     assert os.environ["TZ"] == "UTC"
     assert os.environ["PYTHONHASHSEED"] == "0"
+    assert os.environ["LANG"] == os.environ["LC_ALL"] == "C.UTF-8"
+    # In effect, not only set: no hash randomisation, UTC clock, UTF-8 locale.
+    assert sys.flags.hash_randomization == 0
+    assert time.strftime("%Z", time.localtime(0)) == "UTC"
+    assert locale.getpreferredencoding(False) == "UTF-8"
 """
 
 
@@ -114,7 +122,8 @@ def test_sandbox_has_no_internet_no_socket_no_host_env(
     demo_source, demo_repo, demo_prs, tmp_path, base_images, monkeypatch
 ):
     """Untrusted code runs without a route out, without the Docker socket, without the host's environment,
-    with TZ and PYTHONHASHSEED pinned; the database is reachable on the task's private network."""
+    with TZ, PYTHONHASHSEED, LANG and LC_ALL pinned (and in effect); the database is reachable on the task's
+    private network."""
     monkeypatch.setenv("PBENCH_CANARY_SECRET", "s3cret")
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_canary")
     base, _ = _pr(demo_repo, demo_prs, "feature")

@@ -1,0 +1,151 @@
+"""Infrastructure faults that cannot be had on a CI machine, at the docker SDK / engine boundary: a full disk
+during an image build, a Docker daemon that does not answer. Stand-ins only for those; the Docker-backed
+variants (real kills, a real daemon restart) are in tests/integration/test_faults.py.
+"""
+
+from __future__ import annotations
+
+import docker
+import pytest
+import requests
+
+from tasks_lib import engine, evaluation, images
+from tasks_lib.constants import Outcome, RunStatus, Status
+from tasks_lib.errors import ImageBuildError
+from tasks_lib.predictions import Prediction, PredictionFormat
+
+ENOSPC = "write /var/lib/docker/tmp/docker-builder123/deps/requirements.txt: no space left on device"
+
+
+class _FullDiskAPI:
+    """APIClient.build as the daemon answers when its disk is full; records any tagging."""
+
+    def __init__(self, shape: str):
+        self.shape = shape
+        self.tagged: list[tuple] = []
+
+    def build(self, **kwargs):
+        if self.shape == "api_error":  # the daemon could not even store the build context
+            raise docker.errors.APIError("500 Server Error", explanation=ENOSPC)
+
+        def stream():
+            yield {"stream": "Step 1/9 : ARG BASE\n"}
+            if self.shape == "build_error":
+                raise docker.errors.BuildError(ENOSPC, build_log=[{"error": ENOSPC}])
+            yield {"errorDetail": {"message": ENOSPC}, "error": ENOSPC}
+
+        return stream()
+
+    def tag(self, *args, **kwargs):
+        self.tagged.append(args)
+
+
+class _Images:
+    def get(self, tag):
+        raise docker.errors.ImageNotFound(tag)
+
+
+class _FullDiskClient:
+    def __init__(self, shape: str):
+        self.api = _FullDiskAPI(shape)
+        self.images = _Images()
+
+
+@pytest.mark.parametrize("shape", ["stream_error", "build_error", "api_error"])
+def test_full_disk_build_is_an_image_build_error_with_its_log_and_tags_nothing(shape):
+    """ENOSPC in the build stream, as a BuildError mid-stream, or as the API's 500 on the context upload:
+    always ImageBuildError (graded image_build_failed, an infrastructure status) naming a build log that
+    holds the daemon's message, and nothing is tagged."""
+    client = _FullDiskClient(shape)
+    with pytest.raises(ImageBuildError) as err:
+        images._build_keyed(
+            client, "pbench/env-demo-backend", "f" * 64, {"Dockerfile": b"FROM scratch\n"}, {}, "env-fault"
+        )
+    assert "no space left on device" in str(err.value)
+    with open(err.value.log_path) as fh:
+        assert "no space left on device" in fh.read()
+    assert client.api.tagged == []
+
+
+F2P, P2P = "tests/test_items.py::test_new", "tests/test_items.py::test_old"
+PATCH = (
+    "diff --git a/backend/app/main.py b/backend/app/main.py\n--- a/backend/app/main.py\n"
+    "+++ b/backend/app/main.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
+)
+
+
+def _score(monkeypatch, tmp_path, unreachable_attempts: int, seen: list | None = None):
+    """score_instance with an engine whose first `unreachable_attempts` calls find no Docker daemon
+    (and which notes in `seen` what its log folder held when it was called)."""
+    from tasks_lib.sources import load_source
+
+    calls = []
+
+    def run_tests(request, settings=None):
+        calls.append(request.label)
+        if seen is not None:
+            seen.append(sorted(p.name for p in request.log_dir.iterdir()))
+        if len(calls) <= unreachable_attempts:
+            raise requests.exceptions.ConnectionError(
+                "('Connection aborted.', FileNotFoundError(2, 'No such file or directory'))"
+            )
+        return engine.RunResult(
+            RunStatus.COMPLETED, {F2P: Outcome.PASSED, P2P: Outcome.PASSED}, suite_ran=True, exit_code=0
+        )
+
+    monkeypatch.setattr(engine, "run_tests", run_tests)
+    monkeypatch.setattr(evaluation, "_env_image_id", lambda *args: "sha256:" + "1" * 64)
+    instance = {
+        "instance_id": "acme__app-1",
+        "base_commit": "a" * 40,
+        "test_patch": "",
+        "fail_to_pass": {"backend": [F2P]},
+        "pass_to_pass": {"backend": [P2P]},
+    }
+    cache = evaluation.VerdictCache(tmp_path / "verdicts")
+    verdict = evaluation.score_instance(
+        instance,
+        Prediction("acme__app-1", "m", PATCH, PredictionFormat.DIFF),
+        load_source("demo"),
+        tmp_path / "repo.git",
+        tmp_path / "trace",
+        cache=cache,
+        infra_retries=2,
+    )
+    return verdict, calls, cache
+
+
+def test_unreachable_daemon_is_an_infra_attempt_retried_and_recorded(monkeypatch, tmp_path):
+    """An engine call that cannot reach Docker (daemon stopped or restarting) is an infrastructure attempt,
+    not a crashed task: retried, and the verdict says why it took two attempts."""
+    verdict, calls, _ = _score(monkeypatch, tmp_path, unreachable_attempts=1)
+    assert verdict.status == Status.RESOLVED and verdict.resolved and verdict.attempts == len(calls) == 2
+    assert verdict.note.startswith("attempt 1: infra_error (backend: ConnectionError: ")
+
+
+def test_daemon_down_for_every_attempt_is_an_uncached_infra_verdict(monkeypatch, tmp_path):
+    """When every attempt fails to reach Docker, the verdict is infra_error (its own column, never the
+    model's failure), names each attempt's error, and is not cached: a rerun scores it again."""
+    verdict, calls, cache = _score(monkeypatch, tmp_path, unreachable_attempts=3)
+    assert verdict.status == Status.INFRA_ERROR and verdict.infra_failure and not verdict.resolved
+    assert verdict.attempts == len(calls) == 3
+    assert [part.split(" (")[0] for part in verdict.note.split("; ")] == [
+        "attempt 1: infra_error",
+        "attempt 2: infra_error",
+        "attempt 3: infra_error",
+    ]
+    assert not list(cache.root.glob("*/*.json"))
+
+
+def test_an_engine_run_never_starts_in_a_folder_holding_an_earlier_runs_results(monkeypatch, tmp_path):
+    """The engine reads result.json / junit.xml from the side's log folder after copying the container's
+    outputs in: when a container dies before writing them (killed, OOM), a complete result.json left by an
+    earlier run of the same trace folder (an earlier attempt, a rerun of the run id, a reused
+    `pbench score --out`) must not be there to be read as this run's."""
+    stale = tmp_path / "trace" / "backend"
+    stale.mkdir(parents=True)
+    (stale / "result.json").write_text('{"status": "completed"}')
+    (stale / "junit.xml").write_text("<testsuite/>")
+    seen: list = []
+    _score(monkeypatch, tmp_path, unreachable_attempts=0, seen=seen)
+    assert seen == [["agent.diff", "test_patch.diff"]]
