@@ -226,8 +226,8 @@ def bootstrap(settings: Settings | None = None, say=log.info) -> dict[str, Image
     key = sha256_bytes(rootfs_id.encode(), *(k.encode() + v for k, v in sorted(ctx.items())))
     base = _build_keyed(client, BASE_REPO, key, ctx, {"ROOTFS": rootfs_tag}, "base")
     pg_ctx = {
-        "Dockerfile": (paths.containers_dir() / "postgres" / "Dockerfile").read_bytes(),
-        "pg-entrypoint.sh": (paths.containers_dir() / "postgres" / "pg-entrypoint.sh").read_bytes(),
+        name: (paths.containers_dir() / "postgres" / name).read_bytes()
+        for name in ("Dockerfile", "pg-entrypoint.sh", "pg-template.sh")
     }
     pg_key = sha256_bytes(base.id.encode(), *(k.encode() + v for k, v in sorted(pg_ctx.items())))
     postgres = _build_keyed(client, POSTGRES_REPO, pg_key, pg_ctx, {"BASE": base.tag}, "postgres")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import sys
 
 GITHUB_LIMIT = "pbench-github-api"
 
@@ -22,6 +23,10 @@ def docker_limit_name(host: str | None = None) -> str:
 
 
 def _in_prefect_run() -> bool:
+    # A flow or task of this process has Prefect imported. Without it (`pbench score`, `run-tests`), importing it
+    # only to ask would cost ~2 s of every such command (docs/performance.md).
+    if "prefect" not in sys.modules:
+        return False
     try:
         from prefect.context import FlowRunContext, TaskRunContext
 

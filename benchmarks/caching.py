@@ -1,0 +1,168 @@
+"""What the caches save: a second curation of the same season, and a second evaluation of the same predictions,
+each as a fraction of the first run's wall time. Run:
+
+    python benchmarks/caching.py [--runs 5] [--only curation|evaluation] [--json out.json]
+
+Curation: the demo season over a two-PR export (`--prs-file` with PRs #3 and #5, both backend-only, so that a
+cold run takes minutes, not the 20 of the whole season). Each of --runs pairs starts cold: a fresh output folder,
+a fresh Prefect home (database) and a fresh Prefect result storage; the generated demo repository and its clone
+are kept (they are inputs, not results). Then `pbench curate` runs twice with the same arguments.
+
+Evaluation: `pbench evaluate --predictions gold` over the curated demo season (six instances, two workers), first
+with an empty verdict cache, then again with the same predictions under another run id.
+
+Both are measured as an operator sees them, `pbench` in a fresh process (start-up, Prefect's ephemeral server,
+the flow), and as the flow alone (from Prefect's "Beginning flow run" to the flow's "Finished in state" lines of
+the same log), so the fixed cost of a command is told apart from what the cache saves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+import _bench
+
+CURATION_PRS = (3, 5)
+
+
+def flow_seconds(log: str) -> float | None:
+    """Flow wall time from the CLI's log lines (format of tasks_lib.cli.main's logging)."""
+    begin = end = None
+    for line in log.splitlines():
+        if "prefect.flow_runs:" not in line:
+            continue
+        try:
+            stamp = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+        except ValueError:
+            continue
+        if "Beginning flow run" in line and begin is None:
+            begin = stamp
+        elif "Finished in state" in line:
+            end = stamp
+    return (end - begin).total_seconds() if begin and end else None
+
+
+def _verbose_env() -> dict[str, str]:
+    # INFO for the flow-run lines that time the flow; WARNING elsewhere keeps the log small.
+    return {"PBENCH_LOG_LEVEL": "INFO", "PREFECT_LOGGING_LEVEL": "INFO"}
+
+
+def curation_pairs(root: Path, runs: int) -> list[dict]:
+    from tasks_lib.demo_repo import demo_prs_path, ensure_demo_repo
+
+    rows = [json.loads(x) for x in demo_prs_path(ensure_demo_repo()).read_text().splitlines()]
+    export = root / "caching" / "two-prs.jsonl"
+    export.parent.mkdir(parents=True, exist_ok=True)
+    export.write_text("".join(json.dumps(r) + "\n" for r in rows if r["number"] in CURATION_PRS))
+    pairs = []
+    for i in range(runs):
+        work = root / "caching" / f"curation-{i}"
+        shutil.rmtree(work, ignore_errors=True)
+        for sub in ("out", "prefect", "storage"):
+            (work / sub).mkdir(parents=True)
+        env = {
+            **_verbose_env(),
+            "PBENCH_OUTPUT_DIR": str(work / "out"),
+            "PREFECT_HOME": str(work / "prefect"),
+            "PREFECT_LOCAL_STORAGE_PATH": str(work / "storage"),
+        }
+        pair = {}
+        for which in ("first", "second"):
+            rc, secs, log = _bench.pbench("curate", "--season", "demo", "--prs-file", str(export), env=env)
+            if rc != 0:
+                raise SystemExit(f"curation {which} run exited {rc}:\n{log[-3000:]}")
+            pair[which] = {"cli_s": secs, "flow_s": flow_seconds(log), "load": _bench.load()}
+        (work / "first.log").write_text(log)
+        print(f"curation pair {i + 1}: {_pair_text(pair)}", flush=True)
+        pairs.append(pair)
+    return pairs
+
+
+def evaluation_pairs(root: Path, runs: int) -> list[dict]:
+    _bench.ensure_demo_season(root)
+    pairs = []
+    for i in range(runs):
+        shutil.rmtree(Path(os.environ["PBENCH_CACHE_DIR"]) / "verdicts", ignore_errors=True)
+        pair = {}
+        stamp = datetime.now().strftime("%H%M%S")
+        for which in ("first", "second"):
+            rc, secs, log = _bench.pbench(
+                "evaluate",
+                "--predictions",
+                "gold",
+                "--model",
+                "bench-caching",
+                "--model-cutoff",
+                "2025-06-01",
+                "--run-id",
+                f"bench-caching-{stamp}-{i}-{which}",
+                env=_verbose_env(),
+            )
+            if rc != 0:
+                raise SystemExit(f"evaluation {which} run exited {rc}:\n{log[-3000:]}")
+            pair[which] = {"cli_s": secs, "flow_s": flow_seconds(log), "load": _bench.load()}
+        print(f"evaluation pair {i + 1}: {_pair_text(pair)}", flush=True)
+        pairs.append(pair)
+    return pairs
+
+
+def _pair_text(pair: dict) -> str:
+    f, s = pair["first"], pair["second"]
+    return (
+        f"first {f['cli_s']:.1f}s (flow {f['flow_s'] or 0:.1f}s), second {s['cli_s']:.1f}s "
+        f"(flow {s['flow_s'] or 0:.1f}s), load {s['load']:.1f}"
+    )
+
+
+def summary_rows(name: str, pairs: list[dict]) -> list[list]:
+    rows = []
+    for key, label in (("cli_s", "pbench command"), ("flow_s", "flow only")):
+        first = [p["first"][key] for p in pairs if p["first"][key] is not None]
+        second = [p["second"][key] for p in pairs if p["second"][key] is not None]
+        ratios = [
+            p["second"][key] / p["first"][key]
+            for p in pairs
+            if p["first"][key] and p["second"][key] is not None
+        ]
+        rows.append(
+            [
+                f"{name}, {label}",
+                _bench.median(first),
+                _bench.median(second),
+                f"{100 * _bench.median(ratios):.1f} %",
+                f"{len(first)}/{len(second)}",
+            ]
+        )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5, help="first/second pairs of each kind (default 5)")
+    parser.add_argument("--only", choices=("curation", "evaluation"), default=None)
+    parser.add_argument("--scratch", type=Path, default=_bench.DEFAULT_SCRATCH)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    root = _bench.use_scratch(args.scratch, "caching")
+
+    raw = {}
+    if args.only in (None, "curation"):
+        raw["curation"] = curation_pairs(root, args.runs)
+    if args.only in (None, "evaluation"):
+        raw["evaluation"] = evaluation_pairs(root, args.runs)
+    rows = []
+    for name, pairs in raw.items():
+        rows += summary_rows(name, pairs)
+    print()
+    print(_bench.table(["", "first s", "second s", "second/first", "runs"], rows))
+    print("(medians; second/first is the median of the per-pair ratios; target <= 5 %)")
+    _bench.save_json(args.json, {"runs": args.runs, **raw})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,394 @@
+"""Harness overhead per demo instance: the wall time of `pbench score <id> --patch gold` (warm images, a fresh
+verdict cache each run) divided by the wall time of the bare test command in an already running container of the
+same image. Run:
+
+    python benchmarks/harness_overhead.py [--runs 5] [--id ID ...] [--backend-only] [--compare-tree DIR]
+                                          [--json out.json]
+
+The bare side, per instance and side with tests, is set up once and kept running: a private internal network,
+the Postgres service (`engine._start_services`, as every run starts it), a container of the side's env image with
+the same environment and limits as the test container but an idle main process; the in-container runner applies
+the gold patch and the test patch and runs the prestart steps once (and the tests once, a warm-up). Then only the
+test command is timed with `docker exec` (the runner's own pytest command and selection, as the unprivileged test
+user; for the frontend, Playwright with the injected config against the Vite dev server and the backend-serve
+container, both started once and left running). A fullstack instance's bare time is backend + frontend.
+
+The `pbench score` side is a fresh CLI process each time; the verdict cache (<cache>/verdicts) is removed before
+each run so that every run starts its containers. Bare and score runs are interleaved, so that the load of the
+machine (shared) weighs on both alike. The engine's own timings (run.json of each side) split the score time.
+
+--compare-tree DIR times a second copy of the project in the same rounds (its `pbench score` runs with
+PYTHONPATH=DIR, so its tasks_lib and containers/ are used; images are content-keyed, so it finds its own Postgres
+image), e.g. `git archive HEAD | tar -x -C DIR` for the code before an uncommitted change: a before/after under
+the same load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import _bench
+
+RUN_KEYS = (
+    "image_s",
+    "services_s",
+    "backend_serve_s",
+    "copy_s",
+    "snapshot_s",
+    "patch_s",
+    "prestart_s",
+    "test_s",
+)
+TEST_USER = "65534:65534"  # the runner's unprivileged test user (nobody)
+IDLE_INIT = (
+    "import os, time\n"
+    "while True:\n"
+    "    try:\n"
+    "        os.wait()\n"
+    "    except ChildProcessError:\n"
+    "        time.sleep(0.5)\n"
+)
+
+
+class BareSide:
+    """One side of one instance, kept running: network, Postgres, (backend-serve,) an idle test container."""
+
+    def __init__(self, instance: dict, side, source, repo: Path, settings):
+        from tasks_lib import docker_client, engine, evaluation
+
+        self.instance, self.side, self.source = instance, side, source
+        self.repo, self.settings = repo, settings
+        self.stack = engine._Stack(docker_client.get(), "bench" + uuid.uuid4().hex[:8])
+        f2p, p2p = evaluation._tests_of(instance, side)
+        self.selection = evaluation._selection(f2p, p2p)
+        self.chain = (
+            engine.PatchInput("agent", instance["patch"], untrusted=True),
+            engine.PatchInput("test_patch", instance["test_patch"]),
+        )
+        self.command: list[str] = []
+        self.workdir = ""
+        self.container = None
+
+    # -- set-up ------------------------------------------------------------------------------------
+    def start(self) -> None:
+        from tasks_lib import engine, gitops, images
+        from tasks_lib.constants import Side
+
+        client, stack, source, inst = self.stack.client, self.stack, self.source, self.instance
+        patch_texts = [p.diff for p in self.chain]
+        backend_image = images.ensure_env_image(
+            images.backend_env_spec(
+                source, images.dependency_contents(source, self.repo, inst["base_commit"], patch_texts)
+            ),
+            self.settings,
+        )
+        deadline = time.monotonic() + 600
+        stack.network = client.networks.create(
+            f"pbench-{stack.run_id}", driver="bridge", internal=True, labels=stack.labels
+        )
+        service_env = engine._start_services(stack, source, self.settings, deadline)
+        backend = source.backend
+        backend_env = {**backend.env, **service_env, **engine.PINNED_ENV}
+        snapshot = gitops.archive(self.repo, inst["base_commit"])
+        request = engine.RunRequest(source, self.repo, inst["base_commit"], Path("/nonexistent"), self.chain)
+        if self.side == Side.BACKEND:
+            image, env, self.workdir = backend_image.tag, backend_env, f"/work/repo/{backend.dir}"
+            files = engine._job(
+                request,
+                backend.dir,
+                list(backend.prestart),
+                {
+                    "runner": backend.runner,
+                    "command": backend.test_command,
+                    "selection": list(self.selection),
+                    "continue_on_collection_errors": True,
+                },
+            )
+        else:
+            from tasks_lib import paths, playwright_report
+
+            serve_files = engine._job(
+                request,
+                backend.dir,
+                list(backend.prestart),
+                {"runner": "serve", "command": backend.serve_command},
+            )
+            server = engine._sandbox(
+                stack, backend_image.tag, "backend", backend_env, self.settings, ["backend"]
+            )
+            server.put_archive("/work/repo", snapshot)
+            server.put_archive("/pbench/in", engine._tar(serve_files))
+            server.start()
+            engine._wait_for_http(server, backend.serve_port, deadline)
+            fe = source.frontend
+            image = images.ensure_env_image(
+                images.frontend_env_spec(
+                    source,
+                    images.dependency_contents(
+                        source, self.repo, inst["base_commit"], patch_texts, "frontend"
+                    ),
+                    self.settings,
+                ),
+                self.settings,
+            ).tag
+            runtime = {
+                n: (paths.containers_dir() / "frontend" / n).read_bytes()
+                for n in engine.FRONTEND_RUNTIME_FILES
+            }
+            self.selection = tuple(playwright_report.selection_args(self.selection))
+            files = engine._job(
+                request,
+                fe.dir,
+                ["pbench-link-node-modules /deps /work/repo"],
+                {
+                    "runner": "playwright",
+                    "command": "sh /pbench/in/pbench-playwright.sh",
+                    "selection": list(self.selection),
+                },
+                runtime,
+            )
+            self.workdir = f"/work/repo/{fe.dir}"
+            env = {
+                **fe.env,
+                **engine.PINNED_ENV,
+                "PBENCH_OUT": "/pbench/stage",
+                "PBENCH_SERVE_COMMAND": fe.serve_command,
+                "PBENCH_SERVE_URL": f"http://localhost:{fe.serve_port}",
+                "PBENCH_BASE_URL": f"http://localhost:{fe.serve_port}",
+                "PBENCH_FORWARD": f"{backend.serve_port}=backend:{backend.serve_port}",
+                "PBENCH_PW_GLOBAL_TIMEOUT_MS": str(540_000),
+            }
+        # The sandbox's limits, but an idle main process as PID 1 that reaps orphans (a zombie Vite would hold
+        # Vite's per-project lock): kill(-1), the runner's "kill everything the test user left", spares PID 1,
+        # so the container stays up for the timed execs.
+        self.container = client.containers.create(
+            image,
+            command=["/usr/bin/python3", "-c", IDLE_INIT],
+            name=f"pbench-{stack.run_id}-bare",
+            environment=env,
+            labels=stack.labels,
+            network=stack.network.name,
+            working_dir="/work/repo",
+            mem_limit=self.settings.mem_limit,
+            memswap_limit=self.settings.mem_limit,
+            pids_limit=self.settings.pids_limit,
+            nano_cpus=int(self.settings.cpus * 1e9),
+        )
+        stack.containers.append(self.container)
+        self.container.put_archive("/work/repo", snapshot)
+        self.container.put_archive("/pbench/in", engine._tar(files))
+        self.container.start()
+        # Patches, prestart and one run of the tests, exactly as the harness does them.
+        code, out = self.container.exec_run(["/usr/bin/python3", "/pbench/in/pbench_runner.py"])
+        result = json.loads(self.container.exec_run(["cat", "/pbench/out/result.json"]).output)
+        # Exit 1 is a run whose tests ran (a flaky test that the grading leaves out may fail: PR #12).
+        if result.get("status") != "completed" or result["test"]["exit_code"] not in (0, 1):
+            raise SystemExit(
+                f"bare set-up of {inst['instance_id']} {self.side} failed: {result}\n{out[-2000:]}"
+            )
+        if self.side == Side.BACKEND:
+            self.command = [
+                "--junitxml=/pbench/stage/bare-junit.xml" if a.startswith("--junitxml=") else a
+                for a in result["test"]["command"]
+            ]
+        else:
+            fe = source.frontend
+            # The forward to the backend and the dev server, started once as the test user and left running.
+            self._exec(
+                [
+                    "sh",
+                    "-c",
+                    "setsid node /pbench/in/pbench-forward.mjs $PBENCH_FORWARD >/tmp/pbench-home/forward.log 2>&1 & "
+                    'exec setsid sh -c "$PBENCH_SERVE_COMMAND" >/tmp/pbench-home/serve.log 2>&1',
+                ],
+                detach=True,
+            )
+            self._exec(
+                ["node", "/pbench/in/pbench-wait-http.mjs", f"http://localhost:{fe.serve_port}", "120"]
+            )
+            self.command = [
+                "npx",
+                "--no-install",
+                "playwright",
+                "test",
+                "-c",
+                "/pbench/in/playwright.pbench.config.mjs",
+                *self.selection,
+            ]
+
+    def _exec(
+        self, cmd: list[str], detach: bool = False, extra_env: dict[str, str] | None = None, ok=(0,)
+    ) -> int:
+        args = ["docker", "exec", "-u", TEST_USER, "-w", self.workdir, "-e", "HOME=/tmp/pbench-home"]
+        for k, v in (extra_env or {}).items():
+            args += ["-e", f"{k}={v}"]
+        if detach:
+            args.append("-d")
+        proc = subprocess.run([*args, self.container.name, *cmd], capture_output=True, text=True)
+        if proc.returncode not in ok and not detach:
+            raise SystemExit(
+                f"{' '.join(cmd[:4])} exited {proc.returncode}:\n{proc.stdout[-2000:]}{proc.stderr}"
+            )
+        return proc.returncode
+
+    # -- the timed part ----------------------------------------------------------------------------
+    def time_test(self, i: int) -> float:
+        from tasks_lib.constants import Side
+
+        env = {}
+        if self.side == Side.FRONTEND:
+            env = {
+                "PBENCH_OUT": f"/pbench/stage/bare-{i}",
+                "PBENCH_PW_JSON": f"/pbench/stage/bare-{i}/pw.json",
+            }
+        start = time.monotonic()
+        self._exec(self.command, extra_env=env, ok=(0, 1))
+        return time.monotonic() - start
+
+    def close(self) -> None:
+        self.stack.close()
+
+
+def score_once(instance_id: str, out: Path, tree: Path | None = None) -> tuple[float, dict]:
+    """One `pbench score --patch gold` with a fresh verdict cache: wall seconds and the sides' run.json timings.
+    With `tree`, the CLI runs that copy of the project instead (its tasks_lib and containers/ come first)."""
+    import os
+
+    shutil.rmtree(Path(os.environ["PBENCH_CACHE_DIR"]) / "verdicts", ignore_errors=True)
+    shutil.rmtree(out, ignore_errors=True)
+    env = {"PYTHONPATH": str(tree)} if tree else None
+    rc, secs, text = _bench.pbench("score", instance_id, "--patch", "gold", "--out", str(out), env=env)
+    if rc != 0:
+        raise SystemExit(f"pbench score {instance_id} --patch gold exited {rc}:\n{text[-3000:]}")
+    timings = {}
+    for run_json in sorted((out / "logs").glob("*/run.json")):
+        timings[run_json.parent.name] = json.loads(run_json.read_text())["timings"]
+    return secs, timings
+
+
+def breakdown(scores: list[float], timings: list[dict]) -> list[float]:
+    """Medians over runs of the engine's run.json timings (summed over sides), of the rest of the engine
+    (containers created, started and removed, output copied), and of what is outside the engine (the CLI
+    process: start-up, imports, corpus, image-id lookup, verdict)."""
+    per_run = []
+    for secs, t in zip(scores, timings, strict=True):
+        d = {k: sum(s.get(k, 0.0) for s in t.values()) for k in (*RUN_KEYS, "total_s")}
+        d["engine_other_s"] = d["total_s"] - sum(d[k] for k in RUN_KEYS)
+        d["outside_engine_s"] = secs - d["total_s"]
+        per_run.append(d)
+    return [_bench.median([d[k] for d in per_run]) for k in (*RUN_KEYS, "engine_other_s", "outside_engine_s")]
+
+
+BREAKDOWN_HEADERS = [
+    "image",
+    "services",
+    "be-serve",
+    "copy",
+    "snapshot",
+    "patch",
+    "prestart",
+    "test",
+    "eng.other",
+    "outside",
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5, help="timed runs per instance, each side (default 5)")
+    parser.add_argument("--id", action="append", default=[], help="only these instance ids")
+    parser.add_argument("--backend-only", action="store_true", help="skip instances with frontend tests")
+    parser.add_argument(
+        "--compare-tree",
+        type=Path,
+        default=None,
+        help="another copy of the project (e.g. `git archive` of the commit before a change): its `pbench score` "
+        "is timed too, in alternation with this one's, against the same bare runs",
+    )
+    parser.add_argument("--scratch", type=Path, default=_bench.DEFAULT_SCRATCH)
+    parser.add_argument("--json", type=Path, default=None, help="write every run's figures here")
+    args = parser.parse_args()
+
+    root = _bench.use_scratch(args.scratch, "overhead")
+    _bench.ensure_demo_season(root)
+    from tasks_lib import corpus, evaluation
+    from tasks_lib.config import Settings
+    from tasks_lib.constants import Side
+
+    settings = Settings.from_env()
+    instances = _bench.demo_corpus()
+    if args.id:
+        instances = [i for i in instances if i["instance_id"] in args.id]
+    if args.backend_only:
+        instances = [i for i in instances if not any(evaluation._tests_of(i, Side.FRONTEND))]
+    variants = {"this tree": None} | ({"compare tree": args.compare_tree} if args.compare_tree else {})
+
+    raw: dict[str, dict] = {}
+    for inst in instances:
+        iid = inst["instance_id"]
+        source = corpus.source_for(inst)
+        repo = evaluation.repo_for(source)
+        sides = [s for s in (Side.BACKEND, Side.FRONTEND) if any(evaluation._tests_of(inst, s))]
+        out = root / "overhead" / iid
+        for tree in variants.values():
+            score_once(
+                iid, out, tree
+            )  # warm-up: images present (built if missing), page cache warm; not timed
+        bare = [BareSide(inst, s, source, repo, settings) for s in sides]
+        rec = {"domain": inst["stack_domain"], "sides": [str(s) for s in sides], "bare": [], "load": []}
+        rec["variants"] = {name: {"score": [], "timings": []} for name in variants}
+        try:
+            for b in bare:
+                b.start()
+            for i in range(args.runs):
+                rec["bare"].append(sum(b.time_test(i) for b in bare))
+                line = [f"{iid} run {i + 1}: bare {rec['bare'][-1]:.2f}s"]
+                for name in list(variants) if i % 2 == 0 else list(reversed(variants)):
+                    secs, timings = score_once(iid, out, variants[name])
+                    rec["variants"][name]["score"].append(secs)
+                    rec["variants"][name]["timings"].append(timings)
+                    line.append(f"score ({name}) {secs:.2f}s")
+                rec["load"].append(_bench.load())
+                print(", ".join(line) + f", load {rec['load'][-1]:.1f}", flush=True)
+        finally:
+            for b in bare:
+                b.close()
+        for v in rec["variants"].values():
+            v["ratio"] = _bench.median(v["score"]) / _bench.median(rec["bare"])
+        raw[iid] = rec
+        _bench.save_json(args.json, {"runs": args.runs, "instances": raw})  # kept if a later instance fails
+
+    headers = ["instance", "domain", "bare s"]
+    for name in variants:
+        headers += [f"score s ({name})", f"ratio ({name})"]
+    rows = []
+    for iid, r in raw.items():
+        row = [iid, r["domain"], _bench.median(r["bare"])]
+        for name in variants:
+            row += [_bench.median(r["variants"][name]["score"]), r["variants"][name]["ratio"]]
+        rows.append(row + [f"{min(r['load']):.1f}-{max(r['load']):.1f}"])
+    print()
+    print(_bench.table([*headers, "load"], rows))
+    for name in variants:
+        ratios = [r["variants"][name]["ratio"] for r in raw.values()]
+        print(
+            f"median ratio ({name}) over {len(ratios)} instance(s): {_bench.median(ratios):.2f} (target <= 1.3)"
+        )
+    for name in variants:
+        print(f"\nwhere the score time goes ({name}), medians in s:")
+        brows = [
+            [iid, *breakdown(r["variants"][name]["score"], r["variants"][name]["timings"])]
+            for iid, r in raw.items()
+        ]
+        print(_bench.table(["instance", *BREAKDOWN_HEADERS], brows))
+    _bench.save_json(args.json, {"runs": args.runs, "instances": raw})
+
+
+if __name__ == "__main__":
+    main()
