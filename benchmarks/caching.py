@@ -1,7 +1,8 @@
 """What the caches save: a second curation of the same season, and a second evaluation of the same predictions,
 each as a fraction of the first run's wall time. Run:
 
-    python benchmarks/caching.py [--runs 5] [--only curation|evaluation] [--json out.json]
+    python benchmarks/caching.py [--runs 5] [--only curation|evaluation] [--server ephemeral|running]
+                                 [--json out.json]
 
 Curation: the demo season over a two-PR export (`--prs-file` with PRs #3 and #5, both backend-only, so that a
 cold run takes minutes, not the 20 of the whole season). Each of --runs pairs starts cold: a fresh output folder,
@@ -14,14 +15,24 @@ with an empty verdict cache, then again with the same predictions under another 
 Both are measured as an operator sees them, `pbench` in a fresh process (start-up, Prefect's ephemeral server,
 the flow), and as the flow alone (from Prefect's "Beginning flow run" to the flow's "Finished in state" lines of
 the same log), so the fixed cost of a command is told apart from what the cache saves.
+
+--server running starts one `prefect server start` for the whole benchmark and points every command at it
+(PREFECT_API_URL), as docs/operations.md sets a machine up; the default is Prefect's ephemeral server, started by
+each command. The Prefect cache lives in the result storage, not in the server's database, so a fresh storage
+folder is a cold cache either way.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import socket
+import subprocess
+import time
+import urllib.request
 from datetime import datetime
 from pathlib import Path
 
@@ -52,6 +63,49 @@ def _verbose_env() -> dict[str, str]:
     return {"PBENCH_LOG_LEVEL": "INFO", "PREFECT_LOGGING_LEVEL": "INFO"}
 
 
+@contextlib.contextmanager
+def running_server(root: Path):
+    """A `prefect server start` of its own (scratch home, free port) for the block; PREFECT_API_URL set."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    home = root / "caching" / "server-home"
+    home.mkdir(parents=True, exist_ok=True)
+    log = open(root / "caching" / "server.log", "w")  # noqa: SIM115  (closed below)
+    proc = subprocess.Popen(
+        [
+            str(_bench.PROJECT / ".venv" / "bin" / "prefect"),
+            "server",
+            "start",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        env={**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}/api"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                urllib.request.urlopen(url + "/health", timeout=2).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"prefect server did not start; see {log.name}") from None
+                time.sleep(1)
+        os.environ["PREFECT_API_URL"] = url
+        yield url
+    finally:
+        os.environ.pop("PREFECT_API_URL", None)
+        proc.terminate()
+        proc.wait(timeout=60)
+        log.close()
+
+
 def curation_pairs(root: Path, runs: int) -> list[dict]:
     from tasks_lib.demo_repo import demo_prs_path, ensure_demo_repo
 
@@ -77,7 +131,7 @@ def curation_pairs(root: Path, runs: int) -> list[dict]:
             if rc != 0:
                 raise SystemExit(f"curation {which} run exited {rc}:\n{log[-3000:]}")
             pair[which] = {"cli_s": secs, "flow_s": flow_seconds(log), "load": _bench.load()}
-        (work / "first.log").write_text(log)
+            (work / f"{which}.log").write_text(log)
         print(f"curation pair {i + 1}: {_pair_text(pair)}", flush=True)
         pairs.append(pair)
     return pairs
@@ -145,19 +199,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="first/second pairs of each kind (default 5)")
     parser.add_argument("--only", choices=("curation", "evaluation"), default=None)
+    parser.add_argument("--server", choices=("ephemeral", "running"), default="ephemeral")
     parser.add_argument("--scratch", type=Path, default=_bench.DEFAULT_SCRATCH)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     root = _bench.use_scratch(args.scratch, "caching")
 
-    raw = {}
-    if args.only in (None, "curation"):
-        raw["curation"] = curation_pairs(root, args.runs)
-    if args.only in (None, "evaluation"):
-        raw["evaluation"] = evaluation_pairs(root, args.runs)
+    raw = {"server": args.server}
+    with running_server(root) if args.server == "running" else contextlib.nullcontext():
+        if args.only in (None, "curation"):
+            raw["curation"] = curation_pairs(root, args.runs)
+        if args.only in (None, "evaluation"):
+            raw["evaluation"] = evaluation_pairs(root, args.runs)
     rows = []
-    for name, pairs in raw.items():
-        rows += summary_rows(name, pairs)
+    for name in ("curation", "evaluation"):
+        if name in raw:
+            rows += summary_rows(f"{name} ({args.server} server)", raw[name])
     print()
     print(_bench.table(["", "first s", "second s", "second/first", "runs"], rows))
     print("(medians; second/first is the median of the per-pair ratios; target <= 5 %)")

@@ -3,7 +3,7 @@ verdict cache each run) divided by the wall time of the bare test command in an 
 same image. Run:
 
     python benchmarks/harness_overhead.py [--runs 5] [--id ID ...] [--backend-only] [--compare-tree DIR]
-                                          [--json out.json]
+                                          [--dataset NAME --mirror DIR] [--json out.json]
 
 The bare side, per instance and side with tests, is set up once and kept running: a private internal network,
 the Postgres service (`engine._start_services`, as every run starts it), a container of the side's env image with
@@ -16,6 +16,10 @@ container, both started once and left running). A fullstack instance's bare time
 The `pbench score` side is a fresh CLI process each time; the verdict cache (<cache>/verdicts) is removed before
 each run so that every run starts its containers. Bare and score runs are interleaved, so that the load of the
 machine (shared) weighs on both alike. The engine's own timings (run.json of each side) split the score time.
+
+--dataset/--mirror time another corpus instead of the demo season (e.g. `--dataset data/seasons/template --mirror
+<upstream mirror>`): the demo's tests take 2-10 s, a real repository's much longer, and the harness's cost is
+mostly fixed per run, so the ratio depends on the corpus (docs/performance.md).
 
 --compare-tree DIR times a second copy of the project in the same rounds (its `pbench score` runs with
 PYTHONPATH=DIR, so its tasks_lib and containers/ are used; images are content-keyed, so it finds its own Postgres
@@ -255,7 +259,9 @@ class BareSide:
         self.stack.close()
 
 
-def score_once(instance_id: str, out: Path, tree: Path | None = None) -> tuple[float, dict]:
+def score_once(
+    instance_id: str, out: Path, tree: Path | None = None, corpus_args: tuple[str, ...] = ()
+) -> tuple[float, dict]:
     """One `pbench score --patch gold` with a fresh verdict cache: wall seconds and the sides' run.json timings.
     With `tree`, the CLI runs that copy of the project instead (its tasks_lib and containers/ come first)."""
     import os
@@ -263,7 +269,9 @@ def score_once(instance_id: str, out: Path, tree: Path | None = None) -> tuple[f
     shutil.rmtree(Path(os.environ["PBENCH_CACHE_DIR"]) / "verdicts", ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
     env = {"PYTHONPATH": str(tree)} if tree else None
-    rc, secs, text = _bench.pbench("score", instance_id, "--patch", "gold", "--out", str(out), env=env)
+    rc, secs, text = _bench.pbench(
+        "score", instance_id, "--patch", "gold", "--out", str(out), *corpus_args, env=env
+    )
     if rc != 0:
         raise SystemExit(f"pbench score {instance_id} --patch gold exited {rc}:\n{text[-3000:]}")
     timings = {}
@@ -311,18 +319,25 @@ def main() -> None:
         help="another copy of the project (e.g. `git archive` of the commit before a change): its `pbench score` "
         "is timed too, in alternation with this one's, against the same bare runs",
     )
+    parser.add_argument("--dataset", default=None, help="another corpus (as `pbench score --dataset`)")
+    parser.add_argument("--mirror", type=Path, default=None, help="local mirror of that corpus's repository")
     parser.add_argument("--scratch", type=Path, default=_bench.DEFAULT_SCRATCH)
     parser.add_argument("--json", type=Path, default=None, help="write every run's figures here")
     args = parser.parse_args()
 
     root = _bench.use_scratch(args.scratch, "overhead")
-    _bench.ensure_demo_season(root)
     from tasks_lib import corpus, evaluation
     from tasks_lib.config import Settings
     from tasks_lib.constants import Side
 
     settings = Settings.from_env()
-    instances = _bench.demo_corpus()
+    corpus_args: tuple[str, ...] = ()
+    if args.dataset:
+        instances = corpus.load_corpus(args.dataset)
+        corpus_args = ("--dataset", args.dataset) + (("--mirror", str(args.mirror)) if args.mirror else ())
+    else:
+        _bench.ensure_demo_season(root)
+        instances = _bench.demo_corpus()
     if args.id:
         instances = [i for i in instances if i["instance_id"] in args.id]
     if args.backend_only:
@@ -333,13 +348,11 @@ def main() -> None:
     for inst in instances:
         iid = inst["instance_id"]
         source = corpus.source_for(inst)
-        repo = evaluation.repo_for(source)
+        repo = evaluation.repo_for(source, args.mirror)
         sides = [s for s in (Side.BACKEND, Side.FRONTEND) if any(evaluation._tests_of(inst, s))]
         out = root / "overhead" / iid
         for tree in variants.values():
-            score_once(
-                iid, out, tree
-            )  # warm-up: images present (built if missing), page cache warm; not timed
+            score_once(iid, out, tree, corpus_args)  # warm-up: images present, page cache warm; not timed
         bare = [BareSide(inst, s, source, repo, settings) for s in sides]
         rec = {"domain": inst["stack_domain"], "sides": [str(s) for s in sides], "bare": [], "load": []}
         rec["variants"] = {name: {"score": [], "timings": []} for name in variants}
@@ -350,7 +363,7 @@ def main() -> None:
                 rec["bare"].append(sum(b.time_test(i) for b in bare))
                 line = [f"{iid} run {i + 1}: bare {rec['bare'][-1]:.2f}s"]
                 for name in list(variants) if i % 2 == 0 else list(reversed(variants)):
-                    secs, timings = score_once(iid, out, variants[name])
+                    secs, timings = score_once(iid, out, variants[name], corpus_args)
                     rec["variants"][name]["score"].append(secs)
                     rec["variants"][name]["timings"].append(timings)
                     line.append(f"score ({name}) {secs:.2f}s")

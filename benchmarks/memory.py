@@ -2,6 +2,7 @@
 (default 500), with the resident set size sampled every --every verdicts (default 100). Run:
 
     python benchmarks/memory.py [--runs 5] [--instances 500] [--every 100] [--json out.json]
+    python benchmarks/memory.py --runs 1 --instances 300 --types 15     # what the growth is made of
 
 The engine is stubbed: `tasks_lib.engine.run_tests` returns at once a completed run in which every FAIL_TO_PASS
 and PASS_TO_PASS test of the side passed (and writes its run.json, as the engine does). 500 real runs would take
@@ -14,6 +15,10 @@ The corpus is the curated demo season with each instance copied under new ids (`
 is a cache hit. Each run is a fresh process; it reports VmRSS (now) and VmHWM (peak so far) of the flow process
 from /proc/self/status at every sample, and the RSS of Prefect's server process (a child). The table gives medians
 over runs; growth is (RSS at the last sample - RSS at the first) / (instances between them).
+
+--types N counts the objects the garbage collector tracks, by type, at the first sample after start-up and at
+the last one, and prints the N types whose count grew most, per instance, with their shallow size
+(`sys.getsizeof`; strings and numbers are not tracked by the collector and are not counted).
 """
 
 from __future__ import annotations
@@ -68,6 +73,20 @@ def _fake_run_tests(by_label: dict[str, dict]):
     return run_tests
 
 
+def _census() -> dict[str, tuple[int, int]]:
+    """(count, shallow bytes) of the collector-tracked objects of each type."""
+    import gc
+
+    gc.collect()
+    out: dict[str, list[int]] = {}
+    for obj in gc.get_objects():
+        t = type(obj)
+        entry = out.setdefault(f"{t.__module__}.{t.__qualname__}", [0, 0])
+        entry[0] += 1
+        entry[1] += sys.getsizeof(obj, 0)
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
 def child(args) -> None:
     root = _bench.use_scratch(args.scratch, "memory")
     _bench.ensure_demo_season(root)
@@ -88,9 +107,12 @@ def child(args) -> None:
     engine.run_tests = _fake_run_tests(by_label)  # evaluation calls it as engine.run_tests
 
     samples = [{"n": 0, "rss_kb": _status_kb("VmRSS"), "hwm_kb": _status_kb("VmHWM"), "server_kb": 0}]
+    censuses: list[tuple[int, dict]] = []
 
     def sample(verdict, counts, total):
         done = sum(counts.values())
+        if args.types and (done == args.every or done == total):
+            censuses.append((done, _census()))
         if done % args.every == 0 or done == total:
             samples.append(
                 {
@@ -118,6 +140,18 @@ def child(args) -> None:
     if report["resolved"] != args.instances:
         raise SystemExit(f"expected {args.instances} resolved, got {report['resolved']} of {report['total']}")
     final = {"rss_kb": _status_kb("VmRSS"), "hwm_kb": _status_kb("VmHWM"), "seconds": elapsed}
+    if len(censuses) >= 2:
+        (n0, first), (n1, last) = censuses[0], censuses[-1]
+        per = max(1, n1 - n0)
+        grown = sorted(last, key=lambda k: last[k][0] - first.get(k, (0, 0))[0], reverse=True)
+        lines = [f"objects grown from {n0} to {n1} instances, per instance (type, count, shallow KB):"]
+        for k in grown[: args.types]:
+            dc = (last[k][0] - first.get(k, (0, 0))[0]) / per
+            db = (last[k][1] - first.get(k, (0, 0))[1]) / per
+            lines.append(f"  {k:60s} {dc:8.1f} {db / 1024:8.2f}")
+        total_b = sum(v[1] for v in last.values()) - sum(v[1] for v in first.values())
+        lines.append(f"  all tracked objects: {total_b / per / 1024:.1f} KB per instance (shallow)")
+        print("\n".join(lines), file=sys.stderr, flush=True)
     print("RESULT " + json.dumps({"samples": samples, "final": final}), flush=True)
 
 
@@ -128,6 +162,7 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=100)
     parser.add_argument("--scratch", type=Path, default=_bench.DEFAULT_SCRATCH)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--types", type=int, default=0, help="print the N object types that grow most")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -148,6 +183,8 @@ def main() -> None:
             str(args.every),
             "--scratch",
             str(args.scratch),
+            "--types",
+            str(args.types),
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
@@ -155,6 +192,8 @@ def main() -> None:
             raise SystemExit(
                 f"run {i + 1} failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}"
             )
+        if args.types:
+            print(proc.stderr[proc.stderr.find("objects grown") :], flush=True)
         res = json.loads(line[len("RESULT ") :])
         res["load"] = _bench.load()
         results.append(res)
