@@ -115,7 +115,7 @@ class BareSide:
                 },
             )
         else:
-            from tasks_lib import paths, playwright_report
+            from tasks_lib import playwright_report
 
             serve_files = engine._job(
                 request,
@@ -141,33 +141,11 @@ class BareSide:
                 ),
                 self.settings,
             ).tag
-            runtime = {
-                n: (paths.containers_dir() / "frontend" / n).read_bytes()
-                for n in engine.FRONTEND_RUNTIME_FILES
-            }
             self.selection = tuple(playwright_report.selection_args(self.selection))
-            files = engine._job(
-                request,
-                fe.dir,
-                ["pbench-link-node-modules /deps /work/repo"],
-                {
-                    "runner": "playwright",
-                    "command": "sh /pbench/in/pbench-playwright.sh",
-                    "selection": list(self.selection),
-                },
-                runtime,
-            )
+            # The engine's own job and environment for the frontend-tests container.
+            files = engine._frontend_job(request, list(self.selection))
             self.workdir = f"/work/repo/{fe.dir}"
-            env = {
-                **fe.env,
-                **engine.PINNED_ENV,
-                "PBENCH_OUT": "/pbench/stage",
-                "PBENCH_SERVE_COMMAND": fe.serve_command,
-                "PBENCH_SERVE_URL": f"http://localhost:{fe.serve_port}",
-                "PBENCH_BASE_URL": f"http://localhost:{fe.serve_port}",
-                "PBENCH_FORWARD": f"{backend.serve_port}=backend:{backend.serve_port}",
-                "PBENCH_PW_GLOBAL_TIMEOUT_MS": str(540_000),
-            }
+            env = engine._frontend_env(source, 540_000)
         # The sandbox's limits, but an idle main process as PID 1 that reaps orphans (a zombie Vite would hold
         # Vite's per-project lock): kill(-1), the runner's "kill everything the test user left", spares PID 1,
         # so the container stays up for the timed execs.

@@ -4,7 +4,7 @@ ratio of their wall times. Run:
     python benchmarks/scaling.py [--runs 5] [--runner threads|dask] [--json out.json]
 
 `threads` (default) is what `pbench evaluate --max-workers N` uses (Prefect's thread pool); `dask` is a local Dask
-cluster of N single-threaded worker processes (`--dask-workers N`, as benchmarks/dask_speedup.py). The flow runs in
+cluster of N single-threaded worker processes (what `pbench evaluate --dask-workers N` starts). The flow runs in
 this process; Prefect's ephemeral server is started before the first measurement (a no-op flow), so that no
 configuration pays for it. Each measurement starts with an empty verdict cache; the two configurations alternate
 (1-2, 2-1, 1-2, ...) so that a drift in the machine's load weighs on both. Images are warm (content-keyed, shared).

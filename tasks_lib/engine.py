@@ -168,6 +168,37 @@ def _remove(what: str, remove, attempts: int = 3) -> None:
                 time.sleep(2 * attempt)
 
 
+def _frontend_job(request: RunRequest, selection: list[str]) -> dict[str, bytes]:
+    """The frontend-tests container's job: node_modules linked, the source's prestart, Playwright with the
+    harness's config and reporters (the runtime files), on `selection` (Playwright arguments)."""
+    fe = request.source.frontend
+    runtime = {n: (paths.containers_dir() / "frontend" / n).read_bytes() for n in FRONTEND_RUNTIME_FILES}
+    return _job(
+        request,
+        fe.dir,
+        ["pbench-link-node-modules /deps /work/repo", *fe.prestart],
+        {"runner": "playwright", "command": "sh /pbench/in/pbench-playwright.sh", "selection": selection},
+        runtime,
+    )
+
+
+def _frontend_env(source: SourceRecord, global_timeout_ms: int) -> dict[str, str]:
+    """The frontend-tests container's environment: the dev server on localhost, the backend-serve container
+    (alias "backend") forwarded to localhost, Playwright's whole-run budget."""
+    fe, backend = source.frontend, source.backend
+    return {
+        **fe.env,
+        **PINNED_ENV,
+        "PBENCH_OUT": "/pbench/stage",
+        "PBENCH_SERVE_COMMAND": fe.serve_command,
+        "PBENCH_SERVE_URL": f"http://localhost:{fe.serve_port}",
+        "PBENCH_BASE_URL": f"http://localhost:{fe.serve_port}",
+        "PBENCH_FORWARD": f"{backend.serve_port}=backend:{backend.serve_port}",
+        "PBENCH_BACKEND_URL": f"http://backend:{backend.serve_port}",
+        "PBENCH_PW_GLOBAL_TIMEOUT_MS": str(global_timeout_ms),
+    }
+
+
 def _wait_for_postgres(container, service, deadline: float) -> None:
     probe = f"pg_isready -q -h 127.0.0.1 -U {service.user} -d {service.db}"
     while time.monotonic() < deadline:
@@ -495,37 +526,12 @@ def _run_tests(request: RunRequest, settings: Settings | None = None) -> RunResu
                 result.error = f"the backend-serve container exited before serving (see {serve_out})"
                 return _finish(result, log_dir, start)
             result.timings["backend_serve_s"] = round(time.monotonic() - t0, 3)
-            fe = request.source.frontend
-            runtime = {
-                n: (paths.containers_dir() / "frontend" / n).read_bytes() for n in FRONTEND_RUNTIME_FILES
-            }
             from tasks_lib import playwright_report
 
-            files = _job(
-                request,
-                fe.dir,
-                ["pbench-link-node-modules /deps /work/repo", *fe.prestart],
-                {
-                    "runner": "playwright",
-                    "command": "sh /pbench/in/pbench-playwright.sh",
-                    "selection": playwright_report.selection_args(request.selection)
-                    if request.selection
-                    else [],
-                },
-                runtime,
-            )
+            selection = playwright_report.selection_args(request.selection) if request.selection else []
+            files = _frontend_job(request, selection)
             left_ms = int(max(30.0, deadline - time.monotonic() - 60) * 1000)
-            env = {
-                **fe.env,
-                **PINNED_ENV,
-                "PBENCH_OUT": "/pbench/stage",
-                "PBENCH_SERVE_COMMAND": fe.serve_command,
-                "PBENCH_SERVE_URL": f"http://localhost:{fe.serve_port}",
-                "PBENCH_BASE_URL": f"http://localhost:{fe.serve_port}",
-                "PBENCH_FORWARD": f"{backend.serve_port}=backend:{backend.serve_port}",
-                "PBENCH_BACKEND_URL": f"http://backend:{backend.serve_port}",
-                "PBENCH_PW_GLOBAL_TIMEOUT_MS": str(left_ms),
-            }
+            env = _frontend_env(request.source, left_ms)
             container = _sandbox(stack, image.tag, "tests", env, settings)
 
         t0 = time.monotonic()
