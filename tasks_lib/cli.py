@@ -6,6 +6,7 @@ could not run (bad input, infrastructure). Never 0 on an error.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -25,7 +26,9 @@ app = typer.Typer(
 )
 images_app = typer.Typer(no_args_is_help=True, help="Base, service and environment images.")
 app.add_typer(images_app, name="images")
-console = Console(stderr=True)
+# soft_wrap: never insert line breaks. Scripts, CI logs and operators grep one-line errors and copy paths out
+# of them; on a terminal the terminal wraps long lines itself, without breaking a path inside.
+console = Console(stderr=True, soft_wrap=True)
 
 
 def _fail(message: str, code: int = ExitCode.HARNESS_ERROR):
@@ -394,33 +397,10 @@ def _evaluate(
         mirror=str(mirror) if mirror else None,
     )
     _prefect()
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from flows import evaluation as eval_flow
     from tasks_lib import progress
 
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[counts]}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-        redirect_stdout=False,  # a proxied stdout holds a lock that Dask cannot pickle with task context
-        redirect_stderr=False,
-    ) as bar:
-        job = bar.add_task(f"{model}", total=None, counts="")
-
-        def on_verdict(v, counts, total):
-            bar.update(
-                job,
-                total=total,
-                advance=1,
-                counts=f"resolved {counts['resolved']} · failed "
-                f"{counts['failed']} · errored {counts['errored']}",
-            )
-
+    with _verdict_progress(model) as on_verdict:
         progress.CALLBACKS.append(on_verdict)
         try:
             return eval_flow.run_evaluation(
@@ -440,6 +420,39 @@ def _evaluate(
             )
         finally:
             progress.CALLBACKS.remove(on_verdict)
+
+
+@contextlib.contextmanager
+def _verdict_progress(model: str):
+    """A live bar on a terminal; elsewhere (CI logs, pipes) nothing more than the flow's own line per verdict."""
+
+    def counts_text(counts) -> str:
+        return f"resolved {counts['resolved']} · failed {counts['failed']} · errored {counts['errored']}"
+
+    if not console.is_terminal:
+        # The flow prints one plain line per verdict already; a bar rendered into a log would be cut at 80
+        # columns.
+        yield lambda *_: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[counts]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+        redirect_stdout=False,  # a proxied stdout holds a lock that Dask cannot pickle with task context
+        redirect_stderr=False,
+    ) as bar:
+        job = bar.add_task(escape(model), total=None, counts="")
+
+        def on_bar(v, counts, total):
+            bar.update(job, total=total, advance=1, counts=counts_text(counts))
+
+        yield on_bar
 
 
 @app.command()

@@ -154,7 +154,7 @@ def test_score_exit_codes(gold_run, tmp_path):
     res = _score(BUGFIX, str(malformed), tmp_path)
     assert res.returncode == 2 and "patch_invalid" in res.stderr and ".." in res.stderr
     res = _score(BUGFIX, str(tmp_path / "nope.diff"), tmp_path)
-    assert res.returncode == 2 and "no such file" in res.stderr
+    assert res.returncode == 2 and "no such file" in " ".join(res.stderr.split())
 
 
 def test_patch_that_edits_a_test_to_pass_is_not_resolved(gold_run, tmp_path):

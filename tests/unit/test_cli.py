@@ -85,3 +85,22 @@ def test_publish_needs_a_token_and_never_internal_only(tmp_path):
         env={**_season(tmp_path), "HF_TOKEN": "hf_dummy"},
     )
     assert res.returncode == 2 and "never published" in res.stderr
+
+
+def _one_line_with(stderr: str, *needles: str) -> str | None:
+    return next((line for line in stderr.splitlines() if all(n in line for n in needles)), None)
+
+
+def test_errors_are_never_wrapped_whatever_the_path_length(tmp_path):
+    """Scripts and operators grep one-line errors and copy paths out of them: with stderr a pipe (not a
+    terminal), a 200-character path and the reason stay on one line, however long the line gets."""
+    env = _season(tmp_path)
+    deep = tmp_path / ("d" * 120) / ("e" * 60)
+    patch = str(deep / "nope.diff")
+    assert len(patch) > 200
+    res = _pbench("score", IID, "--dataset", "pub", "--patch", patch, env=env)
+    assert res.returncode == 2, res.stderr
+    assert _one_line_with(res.stderr, patch, "no such file"), res.stderr
+    missing = str(deep / "missing.jsonl")
+    res = _pbench("list", "--dataset", missing, env=env)
+    assert res.returncode == 2 and _one_line_with(res.stderr, missing), res.stderr
