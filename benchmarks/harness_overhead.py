@@ -6,7 +6,7 @@ same image. Run:
                                           [--dataset NAME --mirror DIR] [--json out.json]
 
 The bare side, per instance and side with tests, is set up once and kept running: a private internal network,
-the Postgres service (`engine._start_services`, as every run starts it), a container of the side's env image with
+the Postgres service (`engine.services.start_services`, as every run starts it), a container of the side's env image with
 the same environment and limits as the test container but an idle main process; the in-container runner applies
 the gold patch and the test patch and runs the prestart steps once (and the tests once, a warm-up). Then only the
 test command is timed with `docker exec` (the runner's own pytest command and selection, as the unprivileged test
@@ -68,7 +68,7 @@ class BareSide:
 
         self.instance, self.side, self.source = instance, side, source
         self.repo, self.settings = repo, settings
-        self.stack = engine._Stack(docker_client.get(), "bench" + uuid.uuid4().hex[:8])
+        self.stack = engine.Stack(docker_client.get(), "bench" + uuid.uuid4().hex[:8])
         f2p, p2p = evaluation._tests_of(instance, side)
         self.selection = evaluation._selection(f2p, p2p)
         self.chain = (
@@ -78,79 +78,47 @@ class BareSide:
         self.command: list[str] = []
         self.workdir = ""
         self.container = None
+        self.frontend: dict = {}
 
     # -- set-up ------------------------------------------------------------------------------------
     def start(self) -> None:
-        from tasks_lib import engine, gitops, images
+        """The engine's public steps (images, stack, services, jobs), then the runner once in an idle
+        container: patches, protections, prestart and one run of the tests, exactly as the harness does."""
+        from tasks_lib import engine, gitops, playwright_report
         from tasks_lib.constants import Side
 
-        client, stack, source, inst = self.stack.client, self.stack, self.source, self.instance
-        patch_texts = [p.diff for p in self.chain]
-        backend_image = images.ensure_env_image(
-            images.backend_env_spec(
-                source, images.dependency_contents(source, self.repo, inst["base_commit"], patch_texts)
-            ),
-            self.settings,
+        stack, source, inst = self.stack, self.source, self.instance
+        request = engine.RunRequest(
+            source, self.repo, inst["base_commit"], Path("/nonexistent"), self.chain, self.selection, self.side
         )
+        backend_image, image, _ = engine.env_images(request, self.settings)
         deadline = time.monotonic() + 600
-        stack.network = client.networks.create(
-            f"pbench-{stack.run_id}", driver="bridge", internal=True, labels=stack.labels
-        )
-        service_env = engine._start_services(stack, source, self.settings, deadline)
+        stack.create_network()
+        service_env = engine.services.start_services(stack, source, self.settings, deadline)
         backend = source.backend
-        backend_env = {**backend.env, **service_env, **engine.PINNED_ENV}
         snapshot = gitops.archive(self.repo, inst["base_commit"])
-        request = engine.RunRequest(source, self.repo, inst["base_commit"], Path("/nonexistent"), self.chain)
         if self.side == Side.BACKEND:
-            image, env, self.workdir = backend_image.tag, backend_env, f"/work/repo/{backend.dir}"
-            files = engine._job(
-                request,
-                backend.dir,
-                list(backend.prestart),
-                {
-                    "runner": backend.runner,
-                    "command": backend.test_command,
-                    "selection": list(self.selection),
-                    "continue_on_collection_errors": True,
-                },
-            )
+            env, self.workdir = engine.jobs.backend_env(source, service_env), f"/work/repo/{backend.dir}"
+            job, _ = engine.jobs.backend_job(request)
         else:
-            from tasks_lib import playwright_report
-
-            serve_files = engine._job(
-                request,
-                backend.dir,
-                list(backend.prestart),
-                {"runner": "serve", "command": backend.serve_command},
-            )
-            server = engine._sandbox(
-                stack, backend_image.tag, "backend", backend_env, self.settings, ["backend"]
+            server = stack.sandbox(
+                backend_image.tag, "backend", engine.jobs.backend_env(source, service_env), self.settings, ["backend"]
             )
             server.put_archive("/work/repo", snapshot)
-            server.put_archive("/pbench/in", engine._tar(serve_files))
+            server.put_archive("/pbench", engine.jobs.archive(request, engine.jobs.serve_job(request), False))
             server.start()
-            engine._wait_for_http(server, backend.serve_port, deadline)
-            fe = source.frontend
-            image = images.ensure_env_image(
-                images.frontend_env_spec(
-                    source,
-                    images.dependency_contents(
-                        source, self.repo, inst["base_commit"], patch_texts, "frontend"
-                    ),
-                    self.settings,
-                ),
-                self.settings,
-            ).tag
-            self.selection = tuple(playwright_report.selection_args(self.selection))
-            # The engine's own job and environment for the frontend-tests container.
-            files = engine._frontend_job(request, list(self.selection))
-            self.workdir = f"/work/repo/{fe.dir}"
-            env = engine._frontend_env(source, 540_000)
+            engine.services.wait_for_http(server, backend.serve_port, deadline)
+            selection = playwright_report.selection_args(self.selection)
+            job, _ = engine.jobs.frontend_job(request, selection, 540_000)
+            self.workdir = f"/work/repo/{source.frontend.dir}"
+            env = engine.jobs.frontend_env(source)
+            self.frontend = job["frontend"]
+        job["canaries"] = []  # the bare command is the repository's tests alone
         # The sandbox's limits, but an idle main process as PID 1 that reaps orphans (a zombie Vite would hold
         # Vite's per-project lock): kill(-1), the runner's "kill everything the test user left", spares PID 1,
         # so the container stays up for the timed execs.
-        self.container = client.containers.create(
-            image,
+        self.container = self.stack.client.containers.create(
+            image.tag,
             command=["/usr/bin/python3", "-c", IDLE_INIT],
             name=f"pbench-{stack.run_id}-bare",
             environment=env,
@@ -164,10 +132,9 @@ class BareSide:
         )
         stack.containers.append(self.container)
         self.container.put_archive("/work/repo", snapshot)
-        self.container.put_archive("/pbench/in", engine._tar(files))
+        self.container.put_archive("/pbench", engine.jobs.archive(request, job, self.side == Side.FRONTEND))
         self.container.start()
-        # Patches, prestart and one run of the tests, exactly as the harness does them.
-        code, out = self.container.exec_run(["/usr/bin/python3", "/pbench/in/pbench_runner.py"])
+        code, out = self.container.exec_run(["/usr/bin/python3", "/pbench/tools/pbench_runner.py"])
         result = json.loads(self.container.exec_run(["cat", "/pbench/out/result.json"]).output)
         # Exit 1 is a run whose tests ran (a flaky test that the grading leaves out may fail: PR #12).
         if result.get("status") != "completed" or result["test"]["exit_code"] not in (0, 1):
@@ -175,34 +142,36 @@ class BareSide:
                 f"bare set-up of {inst['instance_id']} {self.side} failed: {result}\n{out[-2000:]}"
             )
         if self.side == Side.BACKEND:
-            self.command = [
-                "--junitxml=/pbench/stage/bare-junit.xml" if a.startswith("--junitxml=") else a
-                for a in result["test"]["command"]
-            ]
+            # The repository's own command (`python -m pytest`) with the harness's report arguments: the
+            # launcher, the guards and the canaries are harness overhead.
+            args = result["test"]["command"]
+            rest = args[args.index("/pbench/tools/pbench_pytest.py") + 1 :]
+            self.command = ["python", "-m", "pytest", *[
+                "--junitxml=/tmp/pbench-home/bare-junit.xml" if a.startswith("--junitxml=") else a for a in rest
+            ]]
         else:
-            fe = source.frontend
+            fe = self.frontend
             # The forward to the backend and the dev server, started once as the test user and left running.
+            forward = " ".join(fe["forward"])
             self._exec(
                 [
                     "sh",
                     "-c",
-                    "setsid node /pbench/in/pbench-forward.mjs $PBENCH_FORWARD >/tmp/pbench-home/forward.log 2>&1 & "
-                    'exec setsid sh -c "$PBENCH_SERVE_COMMAND" >/tmp/pbench-home/serve.log 2>&1',
+                    f"setsid node /pbench/tools/pbench-forward.mjs {forward} >/tmp/pbench-home/forward.log 2>&1 & "
+                    f'exec setsid sh -c "{fe["serve_command"]}" >/tmp/pbench-home/serve.log 2>&1',
                 ],
                 detach=True,
             )
-            self._exec(
-                ["node", "/pbench/in/pbench-wait-http.mjs", f"http://localhost:{fe.serve_port}", "120"]
-            )
+            self._exec(["python3", "-c", WAIT_HTTP, fe["serve_url"]])
             self.command = [
-                "npx",
-                "--no-install",
-                "playwright",
+                "node",
+                f"/deps/{source.frontend.dir}/node_modules/@playwright/test/cli.js",
                 "test",
                 "-c",
-                "/pbench/in/playwright.pbench.config.mjs",
-                *self.selection,
+                "/pbench/tools/playwright.pbench.config.mjs",
+                *job["test"]["selection"],
             ]
+            self.pw_env = {**fe["env"], **fe["playwright_env"], "PBENCH_FRONTEND_DIR": self.workdir}
 
     def _exec(
         self, cmd: list[str], detach: bool = False, extra_env: dict[str, str] | None = None, ok=(0,)
@@ -226,8 +195,9 @@ class BareSide:
         env = {}
         if self.side == Side.FRONTEND:
             env = {
-                "PBENCH_OUT": f"/pbench/stage/bare-{i}",
-                "PBENCH_PW_JSON": f"/pbench/stage/bare-{i}/pw.json",
+                **self.pw_env,
+                "PBENCH_OUT": f"/tmp/pbench-home/bare-{i}",
+                "PBENCH_PW_JSON": f"/tmp/pbench-home/bare-{i}/pw.json",
             }
         start = time.monotonic()
         self._exec(self.command, extra_env=env, ok=(0, 1))
@@ -235,6 +205,20 @@ class BareSide:
 
     def close(self) -> None:
         self.stack.close()
+
+
+WAIT_HTTP = (
+    "import sys, time, urllib.request, urllib.error\n"
+    "deadline = time.monotonic() + 120\n"
+    "while time.monotonic() < deadline:\n"
+    "    try:\n"
+    "        urllib.request.urlopen(sys.argv[1], timeout=2); sys.exit(0)\n"
+    "    except urllib.error.HTTPError as e:\n"
+    "        sys.exit(0 if e.code < 500 else 1)\n"
+    "    except Exception:\n"
+    "        time.sleep(0.25)\n"
+    "sys.exit(1)\n"
+)
 
 
 def score_once(

@@ -68,7 +68,7 @@ def _fake_run_tests(by_label: dict[str, dict]):
             timings={"total_s": 0.0},
         )
         Path(request.log_dir).mkdir(parents=True, exist_ok=True)
-        return engine._finish(result, Path(request.log_dir), time.monotonic())
+        return engine.finish(result, Path(request.log_dir), time.monotonic())
 
     return run_tests
 

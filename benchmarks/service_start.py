@@ -1,6 +1,6 @@
 """Start-up of a run's services (Postgres), the largest fixed cost of a backend run, and its teardown: what
-`engine._start_services` does (volume, container on the run's private network, start, wait until Postgres
-accepts connections) and `_Stack.close()`. Run:
+`engine.services.start_services` does (volume, container on the run's private network, start, wait until
+Postgres accepts connections) and `engine.Stack.close()`. Run:
 
     python benchmarks/service_start.py [--runs 10] [--compare-image pbench/postgres:<tag>] [--old-wait]
                                        [--json out.json]
@@ -23,7 +23,7 @@ import _bench
 
 
 def old_wait_for_postgres(container, service, deadline: float) -> None:
-    """engine._wait_for_postgres before the change: one exec from the host per try, every 0.5 s."""
+    """engine.services.wait_for_postgres before the change: one exec from the host per try, every 0.5 s."""
     from tasks_lib.errors import InfraError
 
     while time.monotonic() < deadline:
@@ -43,30 +43,19 @@ def old_wait_for_postgres(container, service, deadline: float) -> None:
 
 def start_once(source, settings, pg_tag: str | None, old_wait: bool = False) -> tuple[float, float]:
     """(seconds until Postgres is ready, seconds to remove everything) for one private network + services."""
-    from tasks_lib import docker_client, engine, images
+    from tasks_lib import docker_client, engine
 
-    real_bootstrap, real_wait = images.bootstrap, engine._wait_for_postgres
-    if old_wait:
-        engine._wait_for_postgres = old_wait_for_postgres
-    if pg_tag is not None:
-
-        def bootstrap(settings=None, say=None):
-            refs = dict(real_bootstrap(settings))
-            refs["postgres"] = images.ImageRef(pg_tag, "", "", built=False)
-            return refs
-
-        images.bootstrap = bootstrap
+    wait = old_wait_for_postgres if old_wait else engine.services.wait_for_postgres
     client = docker_client.get()
-    stack = engine._Stack(client, "bench" + uuid.uuid4().hex[:8])
+    stack = engine.Stack(client, "bench" + uuid.uuid4().hex[:8])
     try:
         start = time.monotonic()
-        stack.network = client.networks.create(
-            f"pbench-{stack.run_id}", driver="bridge", internal=True, labels=stack.labels
+        stack.create_network()
+        engine.services.start_services(
+            stack, source, settings, time.monotonic() + 300, wait=wait, pg_image=pg_tag
         )
-        engine._start_services(stack, source, settings, time.monotonic() + 300)
         ready = time.monotonic() - start
     finally:
-        images.bootstrap, engine._wait_for_postgres = real_bootstrap, real_wait
         t0 = time.monotonic()
         stack.close()
         teardown = time.monotonic() - t0

@@ -6,7 +6,9 @@ from enum import StrEnum
 
 # Bump when grading or the engine changes in a way that can change a verdict: it is part of
 # every evaluation cache key, so a new harness never reuses an old harness's verdicts.
-HARNESS_VERSION = "0.2.0"  # 0.2: untrusted code runs as an unprivileged user; JUnit cross-checked
+# 0.2: untrusted code runs as an unprivileged user; JUnit cross-checked. 0.3: the judge cannot be forged
+# (test tooling from the image, frozen and watched tree, canaries, audit, static check); blame per verdict.
+HARNESS_VERSION = "0.3.0"
 SCHEMA_VERSION = "0.1"
 
 # Every container, network and volume the engine creates carries this label, so leftovers
@@ -31,8 +33,25 @@ class Status(StrEnum):
     INFRA_ERROR = "infra_error"
 
 
-# Statuses that say nothing about the model: retried, then reported in their own column.
-INFRA_STATUSES = frozenset({Status.INFRA_ERROR, Status.IMAGE_BUILD_FAILED, Status.TIMEOUT})
+# Statuses that say nothing about the model unless the run charged them to the patch: retried, then reported
+# in their own column. A timeout is the patch's (its code had started: a hang of the harness's own services
+# is an infra_error); an image that fails to build is the harness's, except a patched lock that fails while
+# the base lock builds. What a run is charged to is its `blame`.
+INFRA_STATUSES = frozenset({Status.INFRA_ERROR, Status.IMAGE_BUILD_FAILED})
+
+
+class Blame(StrEnum):
+    """Who an unresolved verdict is charged to."""
+
+    NONE = ""  # resolved
+    PATCH = "patch"  # a normal, meaningful result (exit 1)
+    HARNESS = "harness"  # the harness could not run (exit 2, retried)
+
+
+def default_blame(status: Status) -> Blame:
+    if status == Status.RESOLVED:
+        return Blame.NONE
+    return Blame.HARNESS if status in INFRA_STATUSES else Blame.PATCH
 
 
 class RunStatus(StrEnum):
@@ -43,6 +62,7 @@ class RunStatus(StrEnum):
     PRESTART_FAILED = "prestart_failed"
     IMAGE_BUILD_FAILED = "image_build_failed"
     TIMEOUT = "timeout"
+    OUTPUT_LIMIT = "output_limit"  # what the code under test printed went over the cap: the run was stopped
     INFRA_ERROR = "infra_error"
 
 
@@ -81,6 +101,10 @@ class ExtractionStatus(StrEnum):
     IMAGE_BUILD_FAILED = "image_build_failed"
     TEST_COLLECTION_FAILED = "test_collection_failed"
     TIMEOUT = "timeout"
+    OUTPUT_LIMIT = "output_limit"
+    # The reference solution's own runs trip the judge's guards (a plugin replacing the runner's functions,
+    # files the runner reads written at run time): such a task could not be graded fairly.
+    TAMPERING_SEEN = "tampering_seen"
     INFRA_ERROR = "infra_error"
 
 

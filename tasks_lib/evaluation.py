@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tasks_lib import engine, gitops, grading, images, patches, paths
+from tasks_lib import engine, gitops, grading, images, lockcheck, patches, paths, static_check, tooling
 from tasks_lib.config import Settings
-from tasks_lib.constants import HARNESS_VERSION, INFRA_STATUSES, RunStatus, Side, Status
-from tasks_lib.errors import InfraError
+from tasks_lib.constants import HARNESS_VERSION, Blame, RunStatus, Side, Status, default_blame
+from tasks_lib.errors import ImageBuildError, InfraError
 from tasks_lib.predictions import Prediction
 from tasks_lib.sources import SourceRecord
 
@@ -60,11 +60,15 @@ class Verdict:
     executed_by: str = ""  # host:pid that ran the containers (a Dask worker, or the flow's process)
     trace_dir: str = ""
     note: str = ""
+    blame: str = ""  # "patch" (exit 1) or "harness" (exit 2, retried); "" when resolved
+    tampering: list[str] = field(default_factory=list)  # what the guards saw: never a pass
+    static_flags: list[str] = field(default_factory=list)  # the static check of the patch (static_check.py)
     tests: list[TestRow] = field(default_factory=list)
 
     @property
     def infra_failure(self) -> bool:
-        return Status(self.status) in INFRA_STATUSES
+        blame = self.blame or default_blame(Status(self.status))
+        return blame == Blame.HARNESS
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -115,9 +119,29 @@ class VerdictCache:
 
 
 def _env_image_id(source: SourceRecord, repo: Path, instance: dict, patch: str, settings: Settings) -> str:
-    """The image the backend run will use (built now if missing): part of the cache key."""
-    deps = images.dependency_contents(source, repo, instance["base_commit"], [patch, instance["test_patch"]])
-    return images.ensure_env_image(images.backend_env_spec(source, deps), settings).id
+    """The image the backend run will use (built now if missing): part of the cache key. A patched lock that
+    fails to build twice while the base lock builds is the patch's failure (PatchBuildError); a registry
+    hiccup gets the second try, and a base lock that does not build either is the harness's."""
+    chain = [(patch, True), (instance["test_patch"], False)]
+    spec, _ = images.run_env_specs(source, repo, instance["base_commit"], chain, "backend", settings)
+    base, _ = images.run_env_specs(source, repo, instance["base_commit"], chain[1:], "backend", settings)
+    try:
+        return images.ensure_env_image(spec, settings).id
+    except ImageBuildError as first:
+        if base.key("") == spec.key(""):
+            raise
+        try:
+            return images.ensure_env_image(spec, settings).id
+        except ImageBuildError:
+            pass
+        images.ensure_env_image(base, settings)  # raises (the harness's failure) when the base does not build
+        raise PatchBuildError(
+            f"the patch's dependency change does not build (twice), the base lock does: {first}"
+        ) from None
+
+
+class PatchBuildError(ImageBuildError):
+    """An environment image of the agent's patched dependency files that cannot be built: the patch's."""
 
 
 def _run_side(
@@ -128,6 +152,7 @@ def _run_side(
     side: Side,
     trace: Path,
     settings: Settings,
+    plugins: tuple[str, ...] | None = None,
 ) -> tuple[grading.Grade, engine.RunResult, list[TestRow]]:
     f2p, p2p = _tests_of(instance, side)
     # The whole test patch on every side: the backend-serve container of a frontend run gets the same tree.
@@ -154,6 +179,7 @@ def _run_side(
         _selection(f2p, p2p),
         side,
         label=f"{instance['instance_id']} {side}",
+        pytest_plugins=plugins,
     )
     from docker.errors import DockerException
 
@@ -164,7 +190,10 @@ def _run_side(
         # attempt like any other, retried and reported as such, instead of a crashed task and a run with
         # no rows.
         result = engine.RunResult(
-            RunStatus.INFRA_ERROR, log_dir=str(trace), error=f"{type(exc).__name__}: {exc}"
+            RunStatus.INFRA_ERROR,
+            log_dir=str(trace),
+            error=f"{type(exc).__name__}: {exc}",
+            blame=Blame.HARNESS,
         )
     g = grading.grade(
         f2p,
@@ -175,15 +204,25 @@ def _run_side(
         collection_errors=result.collection_errors,
         exit_code_mismatch=result.exit_code_mismatch,
         report_disagreements=result.report_disagreements,
+        tampering=result.tampering,
+        canary_doubts=result.canary_doubts,
+        blame=result.blame,
     )
-    if result.restored and g.status not in INFRA_STATUSES:
+    if result.restored and not g.infra_failure:
         # Only an untrusted patch's files are ever restored: it edited tests or what decides how they run
         # (found inside the container, e.g. the pytest table of pyproject.toml, or a symlink).
+        why = [f"{rel} ({result.restored_why.get(rel, 'protected')})" for rel in result.restored[:5]]
         g = dataclasses.replace(
             g,
             resolved=False,
             status=Status.PATCH_TOUCHES_TESTS,
-            note=f"restored to base before the tests: {', '.join(result.restored[:5])}",
+            blame=Blame.PATCH,
+            note="; ".join(
+                filter(
+                    None,
+                    [f"restored to base before the tests: {', '.join(why)}", g.note if g.tampering else ""],
+                )
+            ),
         )
     rows = []
     for expected, ids in (("fail_to_pass", f2p), ("pass_to_pass", p2p)):
@@ -219,22 +258,33 @@ def score_instance(
     verdict = Verdict(
         iid, False, Status.INFRA_ERROR.value, patch_sha256=prediction.patch_sha256, trace_dir=str(trace_dir)
     )
-    problems = patches.validate_patch(prediction.model_patch, source)
+    problems = patches.validate_patch(prediction.model_patch, source) or _dependency_problems(
+        source, repo, instance, prediction.model_patch, settings
+    )
     if problems:
-        status = patches.problems_status(problems)
-        verdict.status = str(status)
-        verdict.note = "; ".join(p.message for p in problems)[:2000]
-        trace_dir.mkdir(parents=True, exist_ok=True)
-        (trace_dir / "agent.diff").write_bytes(patches.patch_bytes(prediction.model_patch))
-        (trace_dir / "rejected.txt").write_text(verdict.note + "\n")
-        verdict.duration_s = round(time.monotonic() - start, 3)
-        return verdict
-
+        return _refused(verdict, prediction, problems, trace_dir, start)
+    findings = static_check.scan(prediction.model_patch, source)
+    verdict.static_flags = [str(f) for f in findings]
     try:
         image_id = _env_image_id(source, repo, instance, prediction.model_patch, settings)
-    except Exception as exc:
+    except ImageBuildError as exc:
         verdict.status = Status.IMAGE_BUILD_FAILED.value
+        verdict.blame = Blame.PATCH if isinstance(exc, PatchBuildError) else Blame.HARNESS
         verdict.note = str(exc)
+        verdict.duration_s = round(time.monotonic() - start, 3)
+        return verdict
+    except Exception as exc:  # the daemon is unreachable: the harness's
+        verdict.status, verdict.blame, verdict.note = Status.IMAGE_BUILD_FAILED.value, Blame.HARNESS, str(exc)
+        return verdict
+    try:
+        tooling_problems, plugins = _tooling(source, repo, instance, prediction.model_patch, settings)
+    except ImageBuildError as exc:  # the base (or reference) lock's image does not build: the harness's
+        verdict.status, verdict.blame, verdict.note = Status.IMAGE_BUILD_FAILED.value, Blame.HARNESS, str(exc)
+        return verdict
+    if tooling_problems:
+        verdict.status, verdict.blame = Status.PATCH_TOUCHES_TESTS.value, Blame.PATCH
+        verdict.note = "the patch changes the test tooling of the image: " + "; ".join(tooling_problems)
+        verdict.duration_s = round(time.monotonic() - start, 3)
         return verdict
     key = cache_key(iid, prediction.patch_sha256, image_id)
     cache = cache or VerdictCache()
@@ -245,34 +295,26 @@ def score_instance(
             shutil.copytree(hit.trace_dir, trace_dir, dirs_exist_ok=True)
         hit.trace_dir = str(trace_dir)
         return hit
-
-    sides = [s for s in (Side.BACKEND, Side.FRONTEND) if any(_tests_of(instance, s))]
-    infra_attempts: list[str] = []  # why attempts were not verdicts: kept in the note, beside `attempts`
-    for attempt in range(1, infra_retries + 2):
-        grades, rows, mismatch = [], [], False
-        statuses: dict[str, str] = {}
-        errors: list[str] = []
-        for side in sides:
-            g, result, side_rows = _run_side(
-                instance, prediction, source, repo, side, trace_dir / str(side), settings
-            )
-            grades.append(g)
-            rows += side_rows
-            statuses[str(side)] = str(g.status)
-            mismatch |= result.exit_code_mismatch
-            verdict.image_id = verdict.image_id or result.image_id
-            if g.status in INFRA_STATUSES and result.error:
-                errors.append(f"{side}: {result.error}"[:300])
-        total = grading.combine(grades)
-        verdict.attempts = attempt
-        if total.status not in INFRA_STATUSES:
-            break
-        infra_attempts.append(
-            f"attempt {attempt}: {total.status} ({'; '.join(errors) or 'no error recorded'})"
+    total, rows, statuses, mismatch, infra_attempts = _attempts(
+        instance, prediction, source, repo, trace_dir, settings, infra_retries, verdict, plugins
+    )
+    blocking = static_check.blocking(findings, static_check.scan(instance.get("patch", ""), source))
+    if blocking:
+        # What the patch says it does to the test runner: never a pass, whatever the run reported.
+        total = dataclasses.replace(
+            total,
+            resolved=False,
+            status=total.status if not total.resolved else Status.TESTS_FAILED,
+            blame=Blame.PATCH if not total.infra_failure else total.blame,
+            tampering=[*total.tampering, *blocking],
+            note="; ".join(
+                filter(None, ["tampering (static check): " + "; ".join(blocking[:2]), total.note])
+            ),
         )
-        log.warning("%s: %s", iid, infra_attempts[-1])
     verdict.resolved = total.resolved
     verdict.status = str(total.status)
+    verdict.blame = str(total.blame)
+    verdict.tampering = list(dict.fromkeys(total.tampering))
     verdict.f2p_passed, verdict.f2p_total = total.f2p_passed, total.f2p_total
     verdict.p2p_passed, verdict.p2p_total = total.p2p_passed, total.p2p_total
     verdict.backend_status = statuses.get("backend")
@@ -284,6 +326,91 @@ def score_instance(
     verdict.executed_by = f"{socket.gethostname()}:{os.getpid()}"
     cache.put(key, verdict)
     return verdict
+
+
+def _dependency_problems(source: SourceRecord, repo: Path, instance: dict, patch: str, settings: Settings):
+    """What the agent's change to the dependency files references beyond the package index (patch_invalid)."""
+    out = []
+    for side in ("backend", "frontend") if source.frontend is not None else ("backend",):
+        commit, test_patch = instance["base_commit"], instance["test_patch"]
+        base = images.dependency_contents(source, repo, commit, [test_patch], side)
+        patched = images.dependency_contents(source, repo, commit, [patch, test_patch], side)
+        out += lockcheck.check(base, patched, npm_registry=settings.npm_registry)
+    return out
+
+
+def _tooling(source: SourceRecord, repo: Path, instance: dict, patch: str, settings: Settings):
+    """(problems, allowed pytest plugins) when the agent's patch changes a lock: the patched image's test
+    runners must be the base lock's (or the reference patch's), and only the plugins those have may load."""
+    commit, test_patch = instance["base_commit"], instance["test_patch"]
+    sides = ["backend", "frontend"] if source.frontend is not None else ["backend"]
+
+    def specs(name: str):
+        chain = {
+            "agent": [(patch, True), (test_patch, False)],
+            "base": [(test_patch, False)],
+            "reference": [(instance.get("patch", ""), True), (test_patch, False)],
+        }[name]
+        return images.run_env_specs(source, repo, commit, chain, sides[-1], settings)
+
+    problems, plugins = [], None
+    agent_specs, base_specs = specs("agent"), specs("base")
+    for i, side in enumerate(sides):
+        agent, base = agent_specs[i], base_specs[i]
+        if agent is None or agent.key("") == base.key(""):
+            continue
+        of = lambda spec: tooling.of_image(images.ensure_env_image(spec, settings).id)  # noqa: E731
+        patched, before = of(agent), of(base)
+        reference = None
+        if patched.runner_changes(before) or set(patched.plugins) - set(before.plugins):
+            reference = of(specs("reference")[i])
+        side_problems, allowed = tooling.check(patched, before, reference)
+        problems += side_problems
+        if side == "backend":
+            plugins = tuple(allowed)
+    return problems, plugins
+
+
+def _refused(verdict: Verdict, prediction: Prediction, problems, trace_dir: Path, start: float) -> Verdict:
+    """A patch the validator refuses before any container starts (patch_invalid, patch_touches_tests)."""
+    verdict.status = str(patches.problems_status(problems))
+    verdict.blame = Blame.PATCH
+    verdict.note = "; ".join(p.message for p in problems)[:2000]
+    trace_dir.mkdir(parents=True, exist_ok=True)
+    (trace_dir / "agent.diff").write_bytes(patches.patch_bytes(prediction.model_patch))
+    (trace_dir / "rejected.txt").write_text(verdict.note + "\n")
+    verdict.duration_s = round(time.monotonic() - start, 3)
+    return verdict
+
+
+def _attempts(instance, prediction, source, repo, trace_dir, settings, infra_retries, verdict, plugins=None):
+    """Every side of the instance, again while the harness is to blame (at most `infra_retries` more times)."""
+    sides = [s for s in (Side.BACKEND, Side.FRONTEND) if any(_tests_of(instance, s))]
+    infra_attempts: list[str] = []  # why attempts were not verdicts: kept in the note, beside `attempts`
+    for attempt in range(1, infra_retries + 2):
+        grades, rows, mismatch = [], [], False
+        statuses: dict[str, str] = {}
+        errors: list[str] = []
+        for side in sides:
+            g, result, side_rows = _run_side(
+                instance, prediction, source, repo, side, trace_dir / str(side), settings, plugins
+            )
+            grades.append(g)
+            rows += side_rows
+            statuses[str(side)] = str(g.status)
+            mismatch |= result.exit_code_mismatch
+            verdict.image_id = verdict.image_id or result.image_id
+            if g.infra_failure and result.error:
+                errors.append(f"{side}: {result.error}"[:300])
+        total = grading.combine(grades)
+        verdict.attempts = attempt
+        if not total.infra_failure:
+            break
+        infra_attempts.append(
+            f"attempt {attempt}: {total.status} ({'; '.join(errors) or 'no error recorded'})"
+        )
+        log.warning("%s: %s", verdict.instance_id, infra_attempts[-1])
+    return total, rows, statuses, mismatch, infra_attempts
 
 
 def repo_for(source: SourceRecord, mirror: str | Path | None = None) -> Path:

@@ -23,6 +23,7 @@ _RUN_TO_EXTRACTION = {
     RunStatus.PATCH_APPLY_FAILED: ExtractionStatus.PATCH_APPLY_FAILED,
     RunStatus.IMAGE_BUILD_FAILED: ExtractionStatus.IMAGE_BUILD_FAILED,
     RunStatus.TIMEOUT: ExtractionStatus.TIMEOUT,
+    RunStatus.OUTPUT_LIMIT: ExtractionStatus.OUTPUT_LIMIT,
     RunStatus.INFRA_ERROR: ExtractionStatus.INFRA_ERROR,
     RunStatus.PRESTART_FAILED: ExtractionStatus.INFRA_ERROR,
 }
@@ -173,6 +174,10 @@ def extract(
                 if res.status != RunStatus.COMPLETED:
                     result.status = _RUN_TO_EXTRACTION[res.status]
                     result.error = f"{name}: {res.status}: {res.error or ''} (log: {res.log_dir})".strip()
+                    return _done(result, start, log_dir)
+                if res.tampering:
+                    result.status = ExtractionStatus.TAMPERING_SEEN
+                    result.error = f"{name}: the judge's guards tripped: {'; '.join(res.tampering[:3])} (log: {res.log_dir})"
                     return _done(result, start, log_dir)
                 if when == "head" and (res.collection_errors or not res.suite_ran):
                     result.status = ExtractionStatus.TEST_COLLECTION_FAILED

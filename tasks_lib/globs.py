@@ -9,7 +9,8 @@ from functools import lru_cache
 # Files that change how the tests run or what the interpreter loads before any test, for every source and
 # whatever its record says: an untrusted patch may not add or edit them (they are restored to base inside
 # the container, and the patch is graded `patch_touches_tests`). pyproject.toml and setup.cfg are checked
-# by section instead (only their pytest tables count): see containers/runner/pbench_runner.py.
+# by section instead (only their pytest tables count), tsconfig/jsconfig by their path mappings, and new
+# top-level modules by the names the image provides: see containers/runner/pbench_protect.py.
 HARNESS_PROTECTED = (
     "**/conftest.py",
     "**/pytest.ini",
@@ -21,6 +22,16 @@ HARNESS_PROTECTED = (
     "**/usercustomize.py",
     "**/*.pth",
     "**/playwright.config.*",
+    # Package metadata on sys.path registers plugins (pytest11 entry points); packages come from the image.
+    "**/*.dist-info/**",
+    "**/*.egg-info/**",
+    "**/*.egg-link",
+    "**/node_modules/**",
+    # npm/yarn/bun settings of the project (node-options preloads code into whatever npm starts).
+    "**/.npmrc",
+    "**/.yarnrc",
+    "**/.yarnrc.yml",
+    "**/bunfig.toml",
 )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tasks_lib.constants import PASSING_OUTCOMES, Outcome, RunStatus, Status
+from tasks_lib.constants import PASSING_OUTCOMES, Blame, Outcome, RunStatus, Status, default_blame
 from tasks_lib.patches import strip_params
 
 MISSING = "missing"
@@ -89,6 +89,17 @@ class Grade:
     p2p_total: int
     failed_tests: list[str]
     note: str = ""
+    blame: Blame = Blame.NONE
+    # What the run's guards saw (never a pass): the verdict says it.
+    tampering: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.blame == Blame.NONE and not self.resolved:
+            object.__setattr__(self, "blame", default_blame(self.status))
+
+    @property
+    def infra_failure(self) -> bool:
+        return self.blame == Blame.HARNESS
 
 
 _RUN_STATUS = {
@@ -109,9 +120,13 @@ def grade(
     collection_errors: Sequence[str] = (),
     exit_code_mismatch: bool = False,
     report_disagreements: Sequence[str] = (),
+    tampering: Sequence[str] = (),
+    canary_doubts: Sequence[str] = (),
+    blame: str = "",
 ) -> Grade:
     """Verdict of one side. A test missing from the results fails; a skipped test fails; no evidence
-    that the suite ran is never a pass; an exit code that contradicts the parsed results is never a pass."""
+    that the suite ran is never a pass; an exit code that contradicts the parsed results is never a pass;
+    a run in which the guards saw tampering is never a pass, and the verdict says what they saw."""
     f2p_ok = [t for t in fail_to_pass if outcomes.get(t) in PASSING_OUTCOMES]
     p2p_ok = [t for t in pass_to_pass if outcomes.get(t) in PASSING_OUTCOMES]
     failed = [t for t in [*fail_to_pass, *pass_to_pass] if outcomes.get(t) not in PASSING_OUTCOMES]
@@ -122,8 +137,56 @@ def grade(
         p2p_total=len(pass_to_pass),
         failed_tests=failed,
     )
+    seen = list(dict.fromkeys(tampering))
+    g = _grade(
+        run_status,
+        outcomes,
+        counts,
+        failed,
+        suite_ran,
+        collection_errors,
+        exit_code_mismatch,
+        report_disagreements,
+        blame,
+    )
+    if g.resolved and canary_doubts:
+        seen += list(canary_doubts)
+    if not seen:
+        return g
+    note = "tampering: " + "; ".join(seen[:3]) + (f" (+{len(seen) - 3} more)" if len(seen) > 3 else "")
+    status = g.status if not g.resolved else Status.TESTS_FAILED
+    return Grade(
+        False,
+        status,
+        **counts,
+        note="; ".join(filter(None, [note, g.note if not g.resolved else ""])),
+        blame=Blame.PATCH,
+        tampering=seen,
+    )
+
+
+def _grade(
+    run_status,
+    outcomes,
+    counts,
+    failed,
+    suite_ran,
+    collection_errors,
+    exit_code_mismatch,
+    report_disagreements,
+    blame,
+) -> Grade:
+    if run_status == RunStatus.OUTPUT_LIMIT:
+        return Grade(
+            False,
+            Status.TESTS_FAILED,
+            **counts,
+            note="the output went over the cap: the run was stopped",
+            blame=Blame.PATCH,
+        )
     if run_status in _RUN_STATUS:
-        return Grade(False, _RUN_STATUS[run_status], **counts)
+        status = _RUN_STATUS[run_status]
+        return Grade(False, status, **counts, blame=Blame(blame) if blame else default_blame(status))
     if run_status == RunStatus.PRESTART_FAILED:
         return Grade(False, Status.TESTS_FAILED, **counts, note="prestart steps failed: the suite never ran")
     broken = {_file_of(e) for e in collection_errors}
@@ -145,23 +208,27 @@ def grade(
         )
     if failed:
         return Grade(False, Status.TESTS_FAILED, **counts)
-    if not fail_to_pass and not pass_to_pass:
+    if not counts["f2p_total"] and not counts["p2p_total"]:
         return Grade(False, Status.TESTS_FAILED, **counts, note="no tests to grade")
     return Grade(True, Status.RESOLVED, **counts)
 
 
 def combine(grades: Sequence[Grade]) -> Grade:
-    """Both sides must pass. The first non-resolved side (backend before frontend) names the status."""
+    """Both sides must pass. The first non-resolved side (backend before frontend) names the status and
+    the blame."""
     if not grades:
         raise ValueError("nothing to combine")
     worst = next((g for g in grades if not g.resolved), grades[0])
+    resolved = all(g.resolved for g in grades)
     return Grade(
-        resolved=all(g.resolved for g in grades),
-        status=worst.status if not all(g.resolved for g in grades) else Status.RESOLVED,
+        resolved=resolved,
+        status=worst.status if not resolved else Status.RESOLVED,
         f2p_passed=sum(g.f2p_passed for g in grades),
         f2p_total=sum(g.f2p_total for g in grades),
         p2p_passed=sum(g.p2p_passed for g in grades),
         p2p_total=sum(g.p2p_total for g in grades),
         failed_tests=[t for g in grades for t in g.failed_tests],
         note="; ".join(g.note for g in grades if g.note),
+        blame=worst.blame if not resolved else Blame.NONE,
+        tampering=[t for g in grades for t in g.tampering],
     )

@@ -6,6 +6,7 @@ the dependency files), so the same inputs always name the same tag and a second 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -17,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks_lib import docker_client, gitops, paths
+from tasks_lib import docker_client, gitops, lockcheck, paths
 from tasks_lib.config import Settings
 from tasks_lib.errors import ImageBuildError, InfraError, InputError
 from tasks_lib.sources import BackendSpec, SourceRecord
@@ -90,7 +91,9 @@ def _ca_bytes(settings: Settings) -> bytes:
         raise InputError(f"PBENCH_EXTRA_CA_BUNDLE: cannot read {settings.extra_ca_bundle}: {exc}") from None
 
 
-def _build(client, context: Path, tag: str, key: str, buildargs: dict[str, str], log_path: Path) -> str:
+def _build(
+    client, context: Path, tag: str, key: str, buildargs: dict[str, str], log_path: Path, network_mode=None
+) -> str:
     """Legacy-builder build with the log kept on disk; raises ImageBuildError naming the log."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     image_id = None
@@ -107,6 +110,7 @@ def _build(client, context: Path, tag: str, key: str, buildargs: dict[str, str],
                 decode=True,
                 labels={KEY_LABEL: key},
                 pull=False,
+                network_mode=network_mode,
             )
             for chunk in stream:
                 if "stream" in chunk:
@@ -126,8 +130,16 @@ def _build(client, context: Path, tag: str, key: str, buildargs: dict[str, str],
 
 
 def _build_keyed(
-    client, repo: str, key: str, context_files: Mapping[str, bytes], buildargs: dict[str, str], log_name: str
+    client,
+    repo: str,
+    key: str,
+    context_files: Mapping[str, bytes],
+    buildargs: dict[str, str],
+    log_name: str,
+    network=None,
 ) -> ImageRef:
+    """The image of `key`, built when missing. `network` (a context manager factory) gives the build its
+    network: the egress proxy of environment images."""
     tag = f"{repo}:{key[:16]}"
     existing = _find(client, tag)
     if existing:
@@ -140,15 +152,43 @@ def _build_keyed(
             return ImageRef(tag, existing, key, built=False)
         log_path = paths.cache_dir() / "build-logs" / f"{log_name}-{key[:16]}.log"
         start = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="pbench-ctx-") as tmp:
+        with (
+            tempfile.TemporaryDirectory(prefix="pbench-ctx-") as tmp,
+            (network or contextlib.nullcontext)() as net,
+        ):
             ctx = Path(tmp)
             for rel, data in context_files.items():
                 (ctx / rel).parent.mkdir(parents=True, exist_ok=True)
                 (ctx / rel).write_bytes(data)
-            image_id = _build(client, ctx, tag, key, buildargs, log_path)
+            args = {**buildargs, **(net.buildargs if net else {})}
+            try:
+                image_id = _build(client, ctx, tag, key, args, log_path, net.network if net else None)
+            finally:
+                if net is not None:
+                    _log_egress(log_path, net.requests())
         return ImageRef(
             tag, image_id, key, built=True, log_path=str(log_path), seconds=time.monotonic() - start
         )
+
+
+def _log_egress(log_path: Path, requests: list[dict]) -> None:
+    """What the build reached through the egress proxy, at the end of its log (one line per request)."""
+    with open(log_path, "a") as fh:
+        fh.write(f"# egress: {len(requests)} request(s)\n")
+        for r in requests:
+            fh.write(
+                f"# egress {'allowed' if r.get('allowed') else 'REFUSED'} {r.get('method')} {r.get('host')}:{r.get('port')}\n"
+            )
+
+
+def egress_requests(log_path: str | Path) -> list[tuple[str, str]]:
+    """(allowed|REFUSED, host) of every request a build made, from its log."""
+    out = []
+    for line in Path(log_path).read_text(errors="replace").splitlines():
+        if line.startswith("# egress ") and not line.startswith("# egress:"):
+            verdict, _method, hostport = line.split(" ", 4)[2:5]
+            out.append((verdict, hostport.rsplit(":", 1)[0]))
+    return out
 
 
 # ----------------------------------------------------------------------------- base image
@@ -245,7 +285,6 @@ CONTEXT_FILES = {
         "frontend/Dockerfile",
         "frontend/install-toolchain.sh",
         "frontend/install-deps.sh",
-        "frontend/pbench-link-node-modules.sh",
     ),
 }
 
@@ -259,6 +298,8 @@ class EnvSpec:
     install: str
     dependency_files: tuple[tuple[str, bytes | None], ...]
     buildargs: tuple[tuple[str, str], ...] = ()
+    # Packages whose build code the install may run (npm lifecycle scripts): those the base lock needed.
+    allowed_scripts: tuple[str, ...] = ()
 
     @property
     def lock_sha(self) -> str:
@@ -271,6 +312,8 @@ class EnvSpec:
         }
         if self.side == "backend":
             files["install.sh"] = self.install.encode() + b"\n"
+        else:
+            files["allowed-scripts.txt"] = " ".join(self.allowed_scripts).encode() + b"\n"
         for rel, data in self.dependency_files:
             if data is not None:
                 files[f"deps/{rel}"] = data
@@ -285,7 +328,11 @@ class EnvSpec:
         return sha256_bytes(*parts)
 
 
-def backend_env_spec(source: SourceRecord, contents: Mapping[str, bytes | None]) -> EnvSpec:
+def backend_env_spec(
+    source: SourceRecord, contents: Mapping[str, bytes | None], base: Mapping[str, bytes | None] | None = None
+) -> EnvSpec:
+    """The backend environment of `contents`; `base` are the dependency files before the agent's patch (a
+    patched lock may build from source only what the base lock needed to)."""
     spec: BackendSpec = source.backend
     install = spec.install_command or INSTALL_COMMANDS[spec.installer].format(backend_dir=spec.dir)
     missing = [p for p in spec.lock_files if contents.get(p) is None]
@@ -294,13 +341,33 @@ def backend_env_spec(source: SourceRecord, contents: Mapping[str, bytes | None])
             f"source {source.name}: none of the lock files {list(spec.lock_files)} exist at this commit"
         )
     files = tuple((rel, contents.get(rel)) for rel in spec.dependency_files)
-    return EnvSpec(source.name, "backend", install, files)
+    return EnvSpec(source.name, "backend", _build_policy(spec, contents, base) + install, files)
+
+
+def _build_policy(spec: BackendSpec, contents, base) -> str:
+    """Shell lines that restrict the install of a patched lock: no source build (no package build code) but
+    for the packages the base lock itself builds from source. Empty for the base lock."""
+    if base is None or all(contents.get(p) == base.get(p) for p in spec.dependency_files):
+        return ""
+    uv_locks = [p for p in spec.lock_files if p.endswith("uv.lock")]
+    if uv_locks:
+        text = lambda files: (files.get(uv_locks[0]) or b"").decode("utf-8", "replace")  # noqa: E731
+        allowed = set(lockcheck.uv_source_builds(text(base)))
+        denied = [n for n in lockcheck.uv_package_names(text(contents)) if n not in allowed]
+        if not allowed:
+            return "export UV_NO_BUILD=1\n"
+        return f"export UV_NO_BUILD_PACKAGE='{' '.join(denied)}'\n" if denied else ""
+    return "export PIP_ONLY_BINARY=:all:\n"
 
 
 def frontend_env_spec(
-    source: SourceRecord, contents: Mapping[str, bytes | None], settings: Settings | None = None
+    source: SourceRecord,
+    contents: Mapping[str, bytes | None],
+    settings: Settings | None = None,
+    base: Mapping[str, bytes | None] | None = None,
 ) -> EnvSpec:
-    """Node major and package manager from the source, dependencies from the frontend lock."""
+    """Node major and package manager from the source, dependencies from the frontend lock; lifecycle scripts
+    only for the packages the base lock (`base`, before the agent's patch; else the lock itself) needed."""
     if source.frontend is None:
         raise ImageBuildError(f"source {source.name}: no [frontend] table, no frontend image")
     fe = source.frontend
@@ -319,7 +386,77 @@ def frontend_env_spec(
         ("NPM_CONFIG_REGISTRY", settings.npm_registry or ""),
     )
     files = tuple((rel, contents.get(rel)) for rel in fe.dependency_files)
-    return EnvSpec(source.name, "frontend", f"{fe.package_manager} node{args[0][1]}", files, args)
+    return EnvSpec(
+        source.name,
+        "frontend",
+        f"{fe.package_manager} node{args[0][1]}",
+        files,
+        args,
+        _allowed_scripts(fe, base if base is not None else contents),
+    )
+
+
+def _allowed_scripts(fe, files: Mapping[str, bytes | None]) -> tuple[str, ...]:
+    text = lambda rel: (files.get(rel) or b"").decode("utf-8", "replace") or None  # noqa: E731
+    if fe.package_manager == "npm":
+        return tuple(
+            n
+            for rel in fe.lock_files
+            if rel.endswith("package-lock.json")
+            for n in lockcheck.npm_install_scripts(text(rel))
+        )
+    return tuple(
+        n
+        for rel in fe.manifest_files
+        if rel.endswith("package.json")
+        for n in lockcheck.bun_trusted(text(rel))
+    )
+
+
+_SPECS: dict[str, tuple] = {}  # one scoring asks for the same chain's specs several times
+
+
+def run_env_specs(
+    source: SourceRecord, repo: Path, commit: str, chain, side: str, settings: Settings | None = None
+) -> tuple[EnvSpec, EnvSpec | None]:
+    """The backend spec and (for a frontend run) the frontend spec of a patch chain: [(diff, untrusted)].
+    The trusted patches alone give the base that decides what the install may run."""
+    settings = settings or Settings.from_env()
+    key = sha256_bytes(
+        repr(source).encode(),
+        str(repo).encode(),
+        commit.encode(),
+        side.encode(),
+        str(settings.npm_registry).encode(),
+        *(patches_key(d, u) for d, u in chain),
+    )
+    if key not in _SPECS:
+        if len(_SPECS) > 256:
+            _SPECS.clear()
+        _SPECS[key] = _run_env_specs(source, repo, commit, chain, side, settings)
+    return _SPECS[key]
+
+
+def patches_key(diff: str, untrusted: bool) -> bytes:
+    from tasks_lib.patches import patch_bytes
+
+    return (b"u" if untrusted else b"t") + patch_bytes(diff)
+
+
+def _run_env_specs(source, repo, commit, chain, side, settings):
+    texts = [d for d, _ in chain]
+    trusted = [d for d, untrusted in chain if not untrusted]
+
+    def both(s: str):
+        """The dependency files after the whole chain, and after its trusted patches only (the base)."""
+        return dependency_contents(source, repo, commit, texts, s), dependency_contents(source, repo, commit, trusted, s)
+
+    contents, base = both("backend")
+    backend = backend_env_spec(source, contents, base)
+    if side != "frontend":
+        return backend, None
+    contents, base = both("frontend")
+    return backend, frontend_env_spec(source, contents, settings, base)
 
 
 def dependency_contents(
@@ -338,6 +475,8 @@ def ensure_env_image(spec: EnvSpec, settings: Settings | None = None) -> ImageRe
     buildargs = {"BASE": base.tag, **dict(spec.buildargs)}
     if spec.side == "backend" and settings.pip_index_url:
         buildargs["PIP_INDEX_URL"] = settings.pip_index_url
+    from tasks_lib import egress
+
     return _build_keyed(
         client,
         f"{ENV_REPO_PREFIX}-{spec.source}-{spec.side}",
@@ -345,6 +484,7 @@ def ensure_env_image(spec: EnvSpec, settings: Settings | None = None) -> ImageRe
         spec.context(),
         buildargs,
         f"env-{spec.source}-{spec.side}",
+        network=lambda: egress.proxy(client, base.tag, settings),
     )
 
 

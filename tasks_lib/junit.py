@@ -368,6 +368,20 @@ def summary_outcomes(text: str, *, known_ids: Iterable[str] = ()) -> dict[str, O
     return outcomes
 
 
+_FINAL_LINE = re.compile(r"^=+ .*\bin \d+(?:\.\d+)?s\b.* =+$")
+
+
+def summary_sections(text: str) -> tuple[int, int]:
+    """How many "short test summary info" sections and final "N passed in Xs" lines a log holds. pytest
+    prints one of each per run; more means something else printed them (the cross-check must not be able
+    to pick the forged one)."""
+    lines = _ANSI.sub("", text).splitlines()
+    return (
+        sum(1 for line in lines if _SUMMARY_HEADER.match(line)),
+        sum(1 for line in lines if _FINAL_LINE.match(line)),
+    )
+
+
 def _summary_id(rest: str, known_ids: list[str]) -> str:
     for known in known_ids:
         if rest == known or rest.startswith(known + " - "):

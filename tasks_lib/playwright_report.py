@@ -482,6 +482,24 @@ def list_summary_counts(text: str) -> dict[str, int]:
     return counts
 
 
+_SUMMARY_ORDER = ("failed", "interrupted", "flaky", "skipped", "did not run", "passed")
+
+
+def list_summary_blocks(text: str) -> int:
+    """How many end-of-run summaries the list reporter's log holds: one per Playwright run. Within one summary
+    the count lines follow the reporter's order (failed, interrupted, flaky, skipped, did not run, passed); a
+    line that does not starts another summary."""
+    blocks, last = 0, None
+    for line in _ANSI.sub("", text).splitlines():
+        match = _LIST_COUNT.match(line)
+        if match:
+            rank = _SUMMARY_ORDER.index(match.group(2))
+            if last is None or rank <= last:
+                blocks += 1
+            last = rank
+    return blocks
+
+
 def cross_check_stats(stats: Mapping[str, Any], counts: Mapping[str, int]) -> list[str]:
     """Where the JSON report's stats and the list reporter's own summary in the log disagree: a JSON report
     rewritten after Playwright wrote it (by the app's dev-server code, say) shows up here."""

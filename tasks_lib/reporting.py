@@ -16,7 +16,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tasks_lib import tiering
-from tasks_lib.constants import INFRA_STATUSES, Status
 
 RESULTS_SCHEMA = pa.schema(
     [
@@ -32,6 +31,9 @@ RESULTS_SCHEMA = pa.schema(
         ("resolved", pa.bool_()),
         ("status", pa.string()),
         ("infra_failure", pa.bool_()),
+        ("blame", pa.string()),
+        ("tampering", pa.list_(pa.string())),
+        ("static_flags", pa.list_(pa.string())),
         ("backend_status", pa.string()),
         ("frontend_status", pa.string()),
         ("f2p_passed", pa.int64()),
@@ -82,7 +84,10 @@ def result_row(run_id: str, model: str, cutoff: date, instance: dict, verdict) -
         "after_model_cutoff": tiering.held_out_relative_to(instance["created_at"], cutoff),
         "resolved": bool(verdict.resolved),
         "status": verdict.status,
-        "infra_failure": Status(verdict.status) in INFRA_STATUSES,
+        "infra_failure": verdict.infra_failure,
+        "blame": str(verdict.blame),
+        "tampering": list(verdict.tampering),
+        "static_flags": list(verdict.static_flags),
         "backend_status": verdict.backend_status,
         "frontend_status": verdict.frontend_status,
         "f2p_passed": verdict.f2p_passed,
@@ -159,6 +164,8 @@ def build_report(rows: Sequence[dict], meta: dict) -> dict:
         "by_tier": split(lambda r: r["contamination_tier"]),
         "by_status": dict(sorted(Counter(r["status"] for r in rows).items())),
         "exit_code_mismatches": [r["instance_id"] for r in rows if r["exit_code_mismatch"]],
+        "tampered": {r["instance_id"]: r["tampering"] for r in rows if r.get("tampering")},
+        "static_flags": {r["instance_id"]: r["static_flags"] for r in rows if r.get("static_flags")},
         "instances": {r["instance_id"]: r["status"] for r in rows},
     }
 
@@ -186,6 +193,10 @@ def text_table(report: dict) -> str:
         lines.append(f"{n:>5}  {status}")
     if report["exit_code_mismatches"]:
         lines += ["", f"exit code contradicted parsed results: {', '.join(report['exit_code_mismatches'])}"]
+    for title, key in (("tampering seen (never a pass)", "tampered"), ("static check flagged", "static_flags")):
+        if report.get(key):
+            lines += ["", title]
+            lines += [f"  {iid}: {'; '.join(seen)}" for iid, seen in report[key].items()]
     return "\n".join(lines) + "\n"
 
 

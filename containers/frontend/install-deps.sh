@@ -1,27 +1,44 @@
 #!/bin/sh
 # install-deps.sh PACKAGE_MANAGER INSTALL_DIR
-# Installs the app's dependencies exactly as locked, in /deps/<INSTALL_DIR>, without any browser
-# download (PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 is set in the image).
+# Installs the app's dependencies exactly as locked, in /deps/<INSTALL_DIR>, as the unprivileged build user,
+# without any browser download (PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 is set in the image). Lifecycle scripts
+# are off: the project's own never run, and a dependency's only when /pbench/allowed-scripts.txt names it
+# (the packages the base lock itself needed them for, computed by the harness from that lock).
 set -eu
 pm="$1"
 dir="/deps/$2"
 [ -n "${NPM_CONFIG_REGISTRY:-}" ] || unset NPM_CONFIG_REGISTRY
+allowed=$(cat /pbench/allowed-scripts.txt 2>/dev/null || true)
+mkdir -p "$HOME"
 cd "$dir"
 case "$pm" in
   npm)
     if [ ! -f package-lock.json ] && [ ! -f npm-shrinkwrap.json ]; then
       echo "no package-lock.json or npm-shrinkwrap.json in $dir" >&2; exit 2
     fi
-    npm ci --no-audit --no-fund --cache /tmp/npm-cache ;;
+    npm ci --ignore-scripts --no-audit --no-fund --cache "$HOME/npm-cache"
+    if [ -n "$allowed" ]; then
+      echo "install scripts allowed (the base lock needs them): $allowed"
+      # shellcheck disable=SC2086
+      npm rebuild --cache "$HOME/npm-cache" $allowed
+    fi ;;
   bun)
     if [ ! -f bun.lock ] && [ ! -f bun.lockb ]; then
       echo "no bun.lock or bun.lockb in $dir" >&2; exit 2
     fi
-    BUN_INSTALL_CACHE_DIR=/tmp/bun-cache bun install --frozen-lockfile ;;
+    BUN_INSTALL_CACHE_DIR="$HOME/bun-cache" bun install --frozen-lockfile --ignore-scripts
+    if [ -n "$allowed" ]; then
+      echo "lifecycle scripts allowed (the base package.json trusts them): $allowed"
+      # shellcheck disable=SC2086
+      BUN_INSTALL_CACHE_DIR="$HOME/bun-cache" bun pm trust $allowed
+    fi ;;
   *) echo "PACKAGE_MANAGER must be npm or bun, got '$pm'" >&2; exit 2 ;;
 esac
-rm -rf /tmp/npm-cache /tmp/bun-cache /root/.npm /root/.bun/install/cache
+rm -rf "$HOME"
+# Vite and friends keep caches in node_modules/.vite*, .cache: the tests' user may create entries at the top
+# of each node_modules (sticky; the packages stay the build user's).
+find /deps -name node_modules -type d -prune -exec chmod 1777 {} +
 # Sanity: Playwright must be importable from here when the app has it.
 if [ -d node_modules/@playwright/test ]; then
-  node -e "require.resolve('@playwright/test')" && npx --no-install playwright --version
+  node -e "require.resolve('@playwright/test')" && node node_modules/@playwright/test/cli.js --version
 fi

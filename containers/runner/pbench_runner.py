@@ -1,41 +1,49 @@
-"""In-container runner: patches, prestart, tests. Stdlib only; runs with the image's /usr/bin/python3.
+"""In-container runner: patches, protections, prestart, tests. Stdlib only; runs with the image's /usr/bin/python3.
 
-Reads /pbench/in/job.json and writes /pbench/out/result.json. Every step's output goes to its own
-log under /pbench/out so a trace can be read without re-running anything.
+Reads /pbench/in/job.json and writes /pbench/out/result.json; every step's output goes to its own log under
+/pbench/out, so a trace can be read without re-running anything. /pbench/in and /pbench/out are root's only
+(the job names the canary tests); the harness's code the other users run is in /pbench/tools.
 
-Privilege separation: the runner is root (without capabilities but SETUID/SETGID); everything that runs
-code of the repository (prestart steps, the tests, the server) runs as an unprivileged user (uid 65534)
-that cannot write /pbench/out, the runner, the image's packages or .git. Its output reaches the logs
-through pipes the runner reads; its report files are written to /pbench/stage and copied out by the
-runner only after every process of that user is killed, so nothing it leaves behind writes after the fact.
+Privilege separation (pbench_proc): the runner is root with only SETUID/SETGID/KILL; the repository's code
+(prestart steps, servers, pytest) runs as uid 65534, harness tools that must be out of its reach (Playwright)
+as uid 65533. The tree's protections (pbench_protect) are set before any of the repository's code runs and
+checked after. `phase` in /pbench/out says how far a run got, so that a run stopped by the wall clock can be
+charged to the patch (its code had started) or to the harness (it had not).
 """
 
 from __future__ import annotations
 
-import configparser
-import contextlib
 import json
 import os
 import shlex
 import shutil
-import signal
-import stat
 import subprocess
 import sys
-import threading
 import time
-import tomllib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import pbench_protect as protect  # noqa: E402
+from pbench_proc import (  # noqa: E402
+    OUT,
+    TEST_GID,
+    TEST_UID,
+    OutputBudget,
+    Untrusted,
+    can_drop_privileges,
+    collect_stage,
+    kill_all_others,
+    run,
+    run_untrusted,
+)
+
 IN = Path("/pbench/in")
-OUT = Path("/pbench/out")
-STAGE = Path("/pbench/stage")  # the only place under /pbench the test user may write
-TEST_UID = TEST_GID = 65534  # nobody / nogroup
+STAGE = Path("/pbench/stage")  # where the test user's runner writes its reports (made just before the tests)
+TOOLS = Path(__file__).parent
 TEST_HOME = Path("/tmp/pbench-home")
-BASE_TAG = "pbench-base"
-GIT = ["git", "-c", "user.name=pbench", "-c", "user.email=pbench@localhost", "-c", "commit.gpgsign=false"]
+BASE_TAG = protect.BASE_TAG
+DEFAULT_OUTPUT_CAP = 64 * 2**20
 
 APPLY_METHODS = (
     ("git apply", ["git", "apply", "--verbose", "--whitespace=nowarn"]),
@@ -43,141 +51,16 @@ APPLY_METHODS = (
     ("patch --fuzz=5", ["patch", "--batch", "--fuzz=5", "-p1", "--no-backup-if-mismatch", "-r", "-", "-i"]),
 )
 
-
-def run(cmd, cwd, log, env=None, shell=False):
-    """Run one trusted command (git, patch) as root, append its output to `log`, return (exit code, s)."""
-    start = time.monotonic()
-    with open(log, "ab") as fh:
-        fh.write(f"$ {cmd if shell else shlex.join(cmd)}\n".encode())
-        fh.flush()
-        proc = subprocess.run(cmd, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT, env=env, shell=shell)
-        fh.write(f"[exit {proc.returncode}]\n".encode())
-    return proc.returncode, round(time.monotonic() - start, 3)
+git_quiet = protect.git_quiet
+restore_protected = protect.restore_protected
+pytest_section_changed = protect.pytest_section_changed
+kill_test_user = kill_all_others
 
 
-def drop_privileges():
-    """In the child, before exec: become the test user, with no supplementary groups."""
-    os.setgroups([])
-    os.setgid(TEST_GID)
-    os.setuid(TEST_UID)
-    os.umask(0o022)
-
-
-def can_drop_privileges():
-    return os.geteuid() == 0 and os.environ.get("PBENCH_RUNNER_SAME_USER") != "1"
-
-
-def _other_pids():
-    """Processes in this container other than init and the runner (names only: reading a process's own
-    /proc files can block while a fork bomb holds its memory map)."""
-    return [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) not in (1, os.getpid())]
-
-
-def kill_test_user():
-    """SIGKILL every process the repository's code left (daemons, a fork bomb's children): kill(-1) from
-    the root runner (CAP_KILL) reaches every process of the container but init and itself, without
-    needing a fork (which a fork bomb at the pids limit would deny). Repeated until none is left."""
-    if not can_drop_privileges():
-        return []
-    left = []
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            os.kill(-1, signal.SIGKILL)
-        time.sleep(0.02)
-        left = _other_pids()  # init reaps the killed ones
-        if not left:
-            break
-    return left
-
-
-def run_untrusted(cmd, cwd, log, env, shell=False):
-    """Run repository code as the test user. Its output comes through a pipe (it cannot rewrite or
-    truncate the log), and when it exits every process it left is killed before the log is closed."""
-    start = time.monotonic()
-    drop = can_drop_privileges()
-    with open(log, "ab") as fh:
-        fh.write(f"$ {cmd if shell else shlex.join(cmd)}\n".encode())
-        fh.flush()
-        proc = subprocess.Popen(
-            cmd,
-            cwd=cwd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            shell=shell,
-            preexec_fn=drop_privileges if drop else None,
-        )
-
-        def copy():
-            for chunk in iter(lambda: proc.stdout.read1(65536), b""):
-                fh.write(chunk)
-                fh.flush()
-
-        reader = threading.Thread(target=copy, daemon=True)
-        reader.start()
-        code = proc.wait()
-        kill_test_user()  # a background process holding the pipe would otherwise keep the log open
-        reader.join(timeout=10)
-        fh.write(f"[exit {code}]\n".encode())
-    return code, round(time.monotonic() - start, 3)
-
-
-def prepare_sandbox(repo):
-    """Give the test user what it may write, and nothing else: the work tree (not .git), a home, the
-    stage dir for reports, and the caches tools keep inside node_modules."""
-    if not can_drop_privileges():
-        STAGE.mkdir(parents=True, exist_ok=True)
-        return
-    for path in (STAGE, TEST_HOME):
-        path.mkdir(parents=True, exist_ok=True)
-        path.chmod(0o777)
-    for root, dirs, files in os.walk(repo):
-        if root == str(repo) and ".git" in dirs:
-            dirs.remove(".git")
-        for name in dirs + files:
-            p = os.path.join(root, name)
-            st = os.lstat(p)
-            if stat.S_ISLNK(st.st_mode):
-                continue
-            os.chmod(p, (st.st_mode | 0o666 | (0o111 if stat.S_ISDIR(st.st_mode) else 0)) & 0o7777)
-    os.chmod(repo, 0o777)
-    deps = Path("/deps")
-    if deps.is_dir():
-        # Vite and friends write caches in node_modules/.vite*, .cache: let them create entries at the top
-        # of each node_modules (existing packages stay root's and read-only).
-        for nm in deps.rglob("node_modules"):
-            if nm.is_dir() and not nm.is_symlink() and "node_modules" not in nm.parent.parts:
-                nm.chmod(0o1777)
-
-
-def collect_stage():
-    """Copy what the test user wrote under /pbench/stage into /pbench/out: regular files only, never through
-    a link, never over a file the runner wrote itself."""
-    if not STAGE.is_dir():
-        return
-    for root, _dirs, files in os.walk(STAGE):
-        rel_root = os.path.relpath(root, STAGE)
-        for name in files:
-            rel = os.path.normpath(os.path.join(rel_root, name))
-            dest = OUT / rel
-            if dest.exists() or dest.is_symlink():
-                continue
-            try:
-                fd = os.open(os.path.join(root, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-            except OSError:
-                continue
-            with os.fdopen(fd, "rb") as src:
-                if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
-                    continue
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                with open(dest, "wb") as dst:
-                    shutil.copyfileobj(src, dst)
-
-
-def git_quiet(args, cwd):
-    return subprocess.run(GIT + args, cwd=cwd, capture_output=True, text=True, check=True).stdout
+def phase(name: str) -> None:
+    """How far the run got (read by the host after a wall-clock kill): patches, prestart, serving, tests."""
+    with open(OUT / "phase", "a") as fh:
+        fh.write(f"{name} {time.time():.3f}\n")
 
 
 def reset_to(ref, repo):
@@ -204,152 +87,274 @@ def apply_patch(patch, repo, log):
     return None
 
 
-PYTEST_SECTIONS = {
-    "pyproject.toml": lambda text: tomllib.loads(text).get("tool", {}).get("pytest"),
-    "setup.cfg": lambda text: _ini_section(text, "tool:pytest"),
-}
+def fresh_dir(path: Path, uid=TEST_UID, gid=TEST_GID) -> Path:
+    """A new, empty folder of `uid` (0755: the runner, root without DAC_OVERRIDE, reads what lands in it).
+    Never one an earlier step could have written: the runner cannot empty another user's folder."""
+    if path.exists():
+        path = path.with_name(f"{path.name}-{time.monotonic_ns()}")
+    path.mkdir(parents=True)
+    path.chmod(0o755 if can_drop_privileges() else 0o777)
+    if can_drop_privileges():
+        os.chown(path, uid, gid)
+    return path
 
 
-def _ini_section(text, name):
-    parser = configparser.ConfigParser(interpolation=None)
-    parser.read_string(text)
-    return dict(parser[name]) if parser.has_section(name) else None
+def lock_down():
+    """Only root reads the job (canary names), the patches and the results."""
+    for path in (IN, OUT):
+        path.mkdir(parents=True, exist_ok=True)
+        if can_drop_privileges():
+            os.chown(path, 0, 0)
+            path.chmod(0o700)
 
 
-def pytest_section_changed(rel, repo):
-    """True when an edit changed the pytest table of a pyproject.toml / setup.cfg (other tables are the
-    agent's to change: dependencies, tool settings). Unreadable after the patch counts as changed."""
-    parse = PYTEST_SECTIONS.get(rel.rsplit("/", 1)[-1])
-    if parse is None:
-        return False
-    try:
-        before = parse(git_quiet(["show", f"HEAD:{rel}"], repo))
-    except (subprocess.CalledProcessError, ValueError, configparser.Error):
-        before = None  # a new file
-    target = repo / rel
-    if not target.is_file() or target.is_symlink():
-        return before is not None
-    try:
-        after = parse(target.read_text())
-    except (ValueError, configparser.Error, UnicodeDecodeError):
-        return True
-    return before != after
-
-
-def restore_protected(patterns, repo, log):
-    """Put every protected file an untrusted patch touched back to its content before the patch (or remove
-    it): test files, harness files (HARNESS_PROTECTED), pytest tables of pyproject.toml / setup.cfg, and
-    any symlink it made. Found from the tree itself after applying, not from the diff text, so no header
-    trick escapes it. Returns [(path, why)]."""
-    from pbench_globs import HARNESS_PROTECTED, match_any  # shipped beside this file: the host's matcher
-
-    git_quiet(["add", "-A", "-f", "."], repo)
-    changed = git_quiet(["diff", "--cached", "--name-only", "--no-renames", "-z", "HEAD"], repo).split("\0")
-    tracked = set(git_quiet(["ls-tree", "-r", "--name-only", "HEAD"], repo).splitlines())
-    restored = []
-    for rel in filter(None, changed):
-        target = repo / rel
-        if match_any(rel, patterns):
-            why = "test file"
-        elif match_any(rel, HARNESS_PROTECTED):
-            why = "harness file"
-        elif target.is_symlink():
-            why = "symlink"
-        elif pytest_section_changed(rel, repo):
-            why = "pytest configuration"
-        else:
+def python_import_roots(repo: Path, workdir: Path, env: dict, patterns) -> list[str]:
+    """Folders on sys.path of the tests, relative to the repository: the working directory, PYTHONPATH entries
+    inside the tree, and the folder pytest inserts for each test package (the parent of its top package)."""
+    roots = {os.path.relpath(workdir, repo)}
+    for entry in filter(None, env.get("PYTHONPATH", "").split(":")):
+        path = Path(entry) if entry.startswith("/") else workdir / entry
+        if str(path.resolve()).startswith(str(repo)):
+            roots.add(os.path.relpath(path.resolve(), repo))
+    for root, dirs, files in os.walk(repo):
+        if root == str(repo) and ".git" in dirs:
+            dirs.remove(".git")
+        dirs[:] = [d for d in dirs if d != "node_modules" and not os.path.islink(os.path.join(root, d))]
+        rel_root = os.path.relpath(root, repo)
+        if not any(
+            f.endswith(".py") and protect.match_any(os.path.normpath(f"{rel_root}/{f}"), patterns)
+            for f in files
+        ):
             continue
-        if target.is_symlink() or (target.exists() and not target.is_dir()):
-            target.unlink()
-        if rel in tracked:
-            git_quiet(["checkout", "HEAD", "--", rel], repo)
-        restored.append((rel, why))
-    git_quiet(["add", "-A", "-f", "."], repo)
-    with open(log, "a") as fh:
-        fh.write(f"restored to base: {restored}\n")
-    return restored
+        folder = Path(root)
+        while (folder / "__init__.py").exists() and folder != repo:
+            folder = folder.parent
+        roots.add(os.path.relpath(folder, repo))
+    return sorted("" if r == "." else r for r in roots)
+
+
+class Run:
+    """One job: the tree, its protections, the output budget, and the result being written."""
+
+    def __init__(self, job: dict):
+        self.job = job
+        self.repo = Path(job["repo_dir"])
+        self.workdir = self.repo / job.get("workdir", ".")
+        self.budget = OutputBudget(int(job.get("output_cap", DEFAULT_OUTPUT_CAP)))
+        self.result = {
+            "status": "completed",
+            "patches": [],
+            "restored": [],
+            "prestart": [],
+            "test": None,
+            "tampering": [],
+        }
+        self.timings: dict[str, float] = {}
+        self.env = dict(os.environ)
+        self.env.update({"PYTHONNOUSERSITE": "1"})
+        if can_drop_privileges():
+            self.env["HOME"] = str(TEST_HOME)
+        self.guard = None
+        self.py_roots: list[str] = []
+        self.py_names: set[str] = set()
+        self.node_roots: list[str] = []
+        self.node_names: set[str] = set()
+        self.agent_files: list[str] = []
+
+    def finish(self, status):
+        if self.guard is not None:
+            self.result["tampering"] += self.guard.finish()
+        self.result["tampering"] = list(dict.fromkeys(self.result["tampering"]))
+        if self.budget.exceeded_by and status not in ("patch_apply_failed",):
+            status = "output_limit"
+            self.result["output_limit"] = {"cap": self.budget.cap, "by": self.budget.exceeded_by}
+        self.result["status"] = status
+        self.result["timings"] = self.timings
+        (OUT / "result.json").write_text(json.dumps(self.result, indent=2))
+        return 0
+
+    def _rules(self):
+        frontend_dir = self.job.get("frontend_dir")
+        self.py_names = protect.python_module_names(protect.site_dirs())
+        self.node_names = protect.node_package_names("/deps")
+        self.py_roots = python_import_roots(self.repo, self.workdir, self.env, self.job["test_patterns"])
+        self.node_roots = protect.node_import_roots(self.repo, frontend_dir) if frontend_dir else []
+
+    def patches(self) -> bool:
+        t0 = time.monotonic()
+        repo = self.repo
+        git_quiet(["init", "-q"], repo)
+        snapshot(repo, "base snapshot")
+        git_quiet(["tag", BASE_TAG], repo)
+        self.timings["snapshot_s"] = round(time.monotonic() - t0, 3)
+        t0 = time.monotonic()
+        for patch in self.job["patches"]:
+            method = apply_patch(patch, repo, OUT / "patch.log")
+            self.result["patches"].append({"name": patch["name"], "method": method})
+            if method is None:
+                self.timings["patch_s"] = round(time.monotonic() - t0, 3)
+                return False
+            if patch.get("untrusted"):
+                self._rules()
+                restored = restore_protected(
+                    self.job["test_patterns"],
+                    repo,
+                    OUT / "patch.log",
+                    import_roots=self.py_roots,
+                    py_names=self.py_names,
+                    node_roots=self.node_roots,
+                    node_names=self.node_names,
+                )
+                self.result["restored"] += [rel for rel, _ in restored]
+                self.result["restored_why"] = self.result.get("restored_why", {}) | dict(restored)
+                snapshot(repo, f"after {patch['name']}")
+                self.agent_files += protect.agent_changed_files(repo, BASE_TAG)
+            else:
+                snapshot(repo, f"after {patch['name']}")
+        canaries = self.job.get("canaries", [])
+        if canaries:
+            protect.write_canaries(repo, canaries)
+            snapshot(repo, "canaries")
+        with open(OUT / "applied.diff", "w") as fh:
+            diff = subprocess.run(["git", "diff", BASE_TAG, "HEAD"], cwd=repo, capture_output=True, text=True)
+            fh.write(diff.stdout)
+        self.timings["patch_s"] = round(time.monotonic() - t0, 3)
+        return True
+
+    def freeze(self):
+        if not self.py_names:
+            self._rules()
+        (TOOLS / "agent-files.json").write_text(json.dumps(sorted(set(self.agent_files))))
+        if self.job["test"]["runner"] == "playwright":
+            import pbench_frontend
+
+            pbench_frontend.link_node_modules(Path("/deps"), self.repo, OUT / "prestart.log")
+        self.guard = protect.Guard(
+            self.repo,
+            self.job["test_patterns"],
+            extra_protected=[c["path"] for c in self.job.get("canaries", [])],
+            import_roots=self.py_roots,
+            py_names=self.py_names,
+            node_roots=self.node_roots,
+            node_names=self.node_names,
+        )
+        self.guard.freeze()
+        fresh_dir(TEST_HOME)
+
+    def prestart(self) -> bool:
+        phase("prestart")
+        t0 = time.monotonic()
+        for cmd in self.job.get("prestart", []):
+            code, secs = run_untrusted(
+                cmd, self.workdir, OUT / "prestart.log", self.env, self.budget, shell=True
+            )
+            self.result["prestart"].append({"cmd": cmd, "exit_code": code, "seconds": secs})
+            if code != 0 or self.budget.exceeded_by:
+                self.timings["prestart_s"] = round(time.monotonic() - t0, 3)
+                return False
+        self.timings["prestart_s"] = round(time.monotonic() - t0, 3)
+        self.result["tampering"] += self.guard.scan("after the prestart steps")
+        return True
+
+    def serve(self):
+        """The backend-serve container of a frontend run: the server runs until the container is removed;
+        its output goes through the capped pipe like every other process of the repository's code."""
+        self.timings["serve_started_at"] = time.time()
+        self.result["status"] = "serving"
+        (OUT / "result.json").write_text(json.dumps(self.result | {"timings": self.timings}, indent=2))
+        phase("serving")
+        server = Untrusted(
+            ["/bin/sh", "-c", "exec " + self.job["test"]["command"]],
+            self.workdir,
+            OUT / "serve.log",
+            self.env,
+            self.budget,
+            on_exceeded=kill_all_others,
+        )
+        code = server.wait()
+        server.close(code)
+        self.result["test"] = {"command": self.job["test"]["command"], "exit_code": code}
+        return self.finish("serve_exited")
+
+    def pytest(self):
+        test = self.job["test"]
+        cmd, env = pytest_command(test, self.env, self.workdir, self.repo)
+        stage = fresh_dir(STAGE)
+        self.stage = stage
+        cmd += [f"--junitxml={stage / 'junit.xml'}"]
+        if test.get("continue_on_collection_errors"):
+            cmd.append("--continue-on-collection-errors")
+        cmd += test.get("selection", []) + [c["select"] for c in self.job.get("canaries", [])]
+        env["PBENCH_AUDIT"] = str(stage / "audit.json")
+        env["PBENCH_AGENT_FILES_JSON"] = str(TOOLS / "agent-files.json")
+        if self.job.get("pytest_plugins") is not None:
+            env["PBENCH_PYTEST_PLUGINS"] = json.dumps(self.job["pytest_plugins"])
+        phase("tests")
+        code, secs = run_untrusted(cmd, self.workdir, OUT / "test.log", env, self.budget)
+        self.result["test"] = {"command": cmd, "exit_code": code, "seconds": secs}
+        self.timings["test_s"] = secs
+
+    def tests(self):
+        runner = self.job["test"]["runner"]
+        if runner == "serve":
+            return self.serve()
+        if runner == "playwright":
+            import pbench_frontend
+
+            phase("tests")
+            self.result["test"] = pbench_frontend.run_playwright(self, OUT)
+            self.timings.update(self.result["test"].get("timings", {}))
+        else:
+            self.pytest()
+        self.result["tampering"] += self.guard.scan("after the tests")
+        if runner == "pytest":
+            collect_stage(self.stage, self.budget)
+        return self.finish("completed")
+
+
+def pytest_command(test: dict, env: dict, workdir: Path, repo: Path):
+    """The source's pytest command started through the harness's launcher, and the environment for it."""
+    words = shlex.split(test["command"])
+    if len(words) >= 3 and words[1:3] == ["-m", "pytest"]:
+        interpreter, rest = words[0], words[3:]
+    elif words and words[0] == "pytest":
+        interpreter, rest = "python", words[1:]
+    else:
+        raise SystemExit(f"test command {test['command']!r}: expected 'python -m pytest ...' or 'pytest ...'")
+    interpreter = shutil.which(interpreter, path=env.get("PATH")) or interpreter
+    env = dict(env)
+    pythonpath = env.pop("PYTHONPATH", "")
+    env["PBENCH_PYTHONPATH"] = pythonpath
+    env["PBENCH_IMPORT_ROOTS"] = json.dumps(
+        [str(Path(p) if p.startswith("/") else workdir / p) for p in pythonpath.split(":") if p]
+    )
+    env["PBENCH_WORK_TREE"] = str(repo)
+    cmd = [
+        interpreter,
+        "-P",
+        "-s",
+        str(TOOLS / "pbench_pytest.py"),
+        *rest,
+        "-rA",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "junit_family=xunit1",
+    ]
+    return cmd, env
 
 
 def main() -> int:
     job = json.loads((IN / "job.json").read_text())
-    repo = Path(job["repo_dir"])
-    workdir = repo / job.get("workdir", ".")
-    OUT.mkdir(parents=True, exist_ok=True)
-    result = {"status": "completed", "patches": [], "restored": [], "prestart": [], "test": None}
-    timings = {}
-
-    def finish(status):
-        result["status"] = status
-        result["timings"] = timings
-        (OUT / "result.json").write_text(json.dumps(result, indent=2))
-        return 0
-
-    t0 = time.monotonic()
-    git_quiet(["init", "-q"], repo)
-    snapshot(repo, "base snapshot")
-    git_quiet(["tag", BASE_TAG], repo)
-    timings["snapshot_s"] = round(time.monotonic() - t0, 3)
-
-    t0 = time.monotonic()
-    for patch in job["patches"]:
-        method = apply_patch(patch, repo, OUT / "patch.log")
-        result["patches"].append({"name": patch["name"], "method": method})
-        if method is None:
-            timings["patch_s"] = round(time.monotonic() - t0, 3)
-            return finish("patch_apply_failed")
-        if patch.get("untrusted"):
-            restored = restore_protected(job["test_patterns"], repo, OUT / "patch.log")
-            result["restored"] += [rel for rel, _ in restored]
-            result["restored_why"] = result.get("restored_why", {}) | dict(restored)
-        snapshot(repo, f"after {patch['name']}")
-    with open(OUT / "applied.diff", "w") as fh:
-        fh.write(
-            subprocess.run(["git", "diff", BASE_TAG, "HEAD"], cwd=repo, capture_output=True, text=True).stdout
-        )
-    timings["patch_s"] = round(time.monotonic() - t0, 3)
-
-    prepare_sandbox(repo)
-    env = dict(os.environ)
-    if can_drop_privileges():
-        env["HOME"] = str(TEST_HOME)
-    t0 = time.monotonic()
-    for cmd in job.get("prestart", []):
-        code, secs = run_untrusted(cmd, workdir, OUT / "prestart.log", env, shell=True)
-        result["prestart"].append({"cmd": cmd, "exit_code": code, "seconds": secs})
-        if code != 0:
-            timings["prestart_s"] = round(time.monotonic() - t0, 3)
-            return finish("prestart_failed")
-    timings["prestart_s"] = round(time.monotonic() - t0, 3)
-
-    test = job["test"]
-    if test["runner"] == "serve":
-        # The backend-serve container of a frontend run: after the patches and prestart steps, the server
-        # becomes the container's main process. result.json says so before the exec.
-        timings["serve_started_at"] = time.time()
-        finish("serving")
-        sys.stdout.flush()
-        os.chdir(workdir)
-        if can_drop_privileges():
-            drop_privileges()
-        os.execvpe("/bin/sh", ["/bin/sh", "-c", "exec " + test["command"]], env)
-    cmd = shlex.split(test["command"])
-    if test["runner"] == "pytest":
-        cmd += [
-            "-rA",
-            "-p",
-            "no:cacheprovider",
-            f"--junitxml={STAGE / 'junit.xml'}",
-            "-o",
-            "junit_family=xunit1",
-        ]
-        if test.get("continue_on_collection_errors"):
-            cmd.append("--continue-on-collection-errors")
-    cmd += test.get("selection", [])
-    code, secs = run_untrusted(cmd, workdir, OUT / "test.log", env)
-    collect_stage()
-    result["test"] = {"command": cmd, "exit_code": code, "seconds": secs}
-    timings["test_s"] = secs
-    return finish("completed")
+    lock_down()
+    run_ = Run(job)
+    phase("patches")
+    if not run_.patches():
+        return run_.finish("patch_apply_failed")
+    run_.freeze()
+    if not run_.prestart():
+        return run_.finish("prestart_failed")
+    return run_.tests()
 
 
 if __name__ == "__main__":

@@ -75,3 +75,11 @@ def curated_demo(docker_engine, base_images):
 
     summary = run_curation("demo")
     return {"summary": summary["demo"], "out": Path(paths.seasons_dir() / "demo")}
+
+
+@pytest.fixture
+def no_validator(monkeypatch):
+    """Switch the host-side validator off: what follows is the container's defence alone."""
+    from tasks_lib import evaluation
+
+    monkeypatch.setattr(evaluation.patches, "validate_patch", lambda *a, **k: [])

@@ -288,8 +288,10 @@ def test_full_disk_during_an_env_image_build_is_infrastructure(
         monkeypatch.setattr(docker_engine.api, "build", real_build)
         v = evaluation.score_instance(inst, prediction, source, demo_repo, tmp_path / "freed", cache=cache)
         assert v.status == Status.RESOLVED and v.resolved and not v.cached, v.note
+        # The run's image is the patched lock's; the base lock's is built beside it (its test tooling is what
+        # the patched image's is checked against).
         built = docker_engine.images.list(name=repo)
-        assert [i.id for i in built] == [v.image_id]
+        assert v.image_id in [i.id for i in built] and len(built) == 2
     finally:
         for image in docker_engine.images.list(name=repo):
             for tag in image.tags:

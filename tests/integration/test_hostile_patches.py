@@ -8,9 +8,12 @@ validator switched off, to prove the container-level defence holds on its own.
 
 from __future__ import annotations
 
-import difflib
-
 import pytest
+from attack_kit import FORCE_PASS_PLUGIN
+from attack_kit import edit as _edit
+from attack_kit import logs as _logs
+from attack_kit import new as _new
+from attack_kit import symlink as _symlink
 
 from tasks_lib import corpus, evaluation, gitops
 from tasks_lib.demo_repo import DEMO_PRS
@@ -22,18 +25,6 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 BUGFIX = f"prototypebench__demo-fullstack-{DEMO_PRS['bugfix']}"
 F2P = "tests/test_items.py::test_read_item_not_found"
 
-# A pytest plugin that reports every test as passed (JUnit and terminal agree: only keeping it out works).
-FORCE_PASS_PLUGIN = """
-import pytest
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    report.outcome = "passed"
-    report.longrepr = None
-"""
 
 FORGED_JUNIT = (
     '<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="0" failures="0" '
@@ -54,29 +45,6 @@ def _base_file(task, path: str) -> str:
     return gitops.read_file(repo, inst["base_commit"], path).decode()
 
 
-def _edit(path: str, old: str, new: str) -> str:
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{path}", f"b/{path}"
-    )
-    return f"diff --git a/{path} b/{path}\n" + "".join(lines)
-
-
-def _new(path: str, text: str) -> str:
-    lines = text.strip("\n").splitlines()
-    body = "".join(f"+{line}\n" for line in lines)
-    return (
-        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
-        f"@@ -0,0 +1,{len(lines)} @@\n{body}"
-    )
-
-
-def _symlink(path: str, target: str) -> str:
-    return (
-        f"diff --git a/{path} b/{path}\nnew file mode 120000\n--- /dev/null\n+++ b/{path}\n"
-        f"@@ -0,0 +1 @@\n+{target}\n\\ No newline at end of file\n"
-    )
-
-
 def _at_import(task, code: str) -> str:
     """A patch that runs `code` whenever app.main is imported (prestart, the tests' client, the server)."""
     main = _base_file(task, "backend/app/main.py")
@@ -91,20 +59,6 @@ def _score(task, patch: str, tmp_path, name: str):
     return evaluation.score_instance(
         inst, pred, source, repo, tmp_path / name, cache=evaluation.VerdictCache(tmp_path / "cache" / name)
     )
-
-
-def _logs(verdict) -> str:
-    from pathlib import Path
-
-    return "\n".join(
-        p.read_text(errors="replace") for p in Path(verdict.trace_dir).rglob("*.log") if p.is_file()
-    )
-
-
-@pytest.fixture
-def no_validator(monkeypatch):
-    """Switch the host-side validator off: what follows is the container's defence alone."""
-    monkeypatch.setattr(evaluation.patches, "validate_patch", lambda *a, **k: [])
 
 
 def test_the_wrong_solution_alone_fails(task, tmp_path):

@@ -56,12 +56,10 @@ def test_service_cluster_is_the_same_whichever_way_it_was_made(demo_source, base
     source = _with_service(demo_source, **changes)
     service = source.backend.services[0]
     client = docker_client.get()
-    stack = engine._Stack(client, "pgtest" + uuid.uuid4().hex[:8])
+    stack = engine.Stack(client, "pgtest" + uuid.uuid4().hex[:8])
     try:
-        stack.network = client.networks.create(
-            f"pbench-{stack.run_id}", driver="bridge", internal=True, labels=stack.labels
-        )
-        env = engine._start_services(stack, source, Settings.from_env(), time.monotonic() + 120)
+        stack.create_network()
+        env = engine.services.start_services(stack, source, Settings.from_env(), time.monotonic() + 120)
         assert env["POSTGRES_SERVER"] == engine.DB_ALIAS and env["POSTGRES_DB"] == service.db
         pg = stack.containers[0]
         code, out = _psql(

@@ -66,9 +66,15 @@ def test_no_capabilities():
 
 
 def test_cannot_write_the_runner_or_its_outputs():
-    for path in ("/pbench/out/result.json", "/pbench/in/pbench_runner.py", "/pbench/out/x"):
+    for path in ("/pbench/out/result.json", "/pbench/tools/pbench_runner.py", "/pbench/out/x"):
         with pytest.raises(PermissionError):
             open(path, "w")
+
+
+def test_cannot_read_the_job_or_the_results():
+    for path in ("/pbench/in/job.json", "/pbench/out/applied.diff", "/pbench/out/patch.log"):
+        with pytest.raises(PermissionError):
+            open(path)
 
 
 def test_cannot_read_the_host_secrets():
@@ -167,6 +173,6 @@ def test_repository_code_runs_unprivileged(
     res = _run(demo_source, demo_repo, demo_prs, tmp_path, "privileges", PRIVILEGES)
     assert res.status == RunStatus.COMPLETED, res.error
     assert res.tests and all(o == Outcome.PASSED for o in res.tests.values()), res.messages
-    assert len(res.tests) == 6 and not res.report_disagreements
+    assert len(res.tests) == 7 and not res.report_disagreements and not res.tampering
     assert "<forged/>" not in (tmp_path / "privileges" / "junit.xml").read_text()
     _host_is_fine(docker_engine)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks_lib.constants import INFRA_STATUSES, Outcome, RunStatus, Status
+from tasks_lib.constants import INFRA_STATUSES, Blame, Outcome, RunStatus, Status
 from tasks_lib.grading import Grade, combine, extract_labels, grade
 
 P, F, E, S = Outcome.PASSED, Outcome.FAILED, Outcome.ERROR, Outcome.SKIPPED
@@ -290,10 +290,43 @@ def test_engine_run_statuses_map_to_verdict_statuses(run_status, status):
 def test_infra_run_statuses_are_infra_verdicts_and_patch_apply_is_not():
     """Rule: infrastructure trouble is reported in its own column; a patch that does not apply is the
     model's failure, not infrastructure."""
-    infra = {RunStatus.IMAGE_BUILD_FAILED, RunStatus.TIMEOUT, RunStatus.INFRA_ERROR}
-    for rs in infra:
-        assert run({}, status=rs).status in INFRA_STATUSES
-    assert run({}, status=RunStatus.PATCH_APPLY_FAILED).status not in INFRA_STATUSES
+    for rs in (RunStatus.IMAGE_BUILD_FAILED, RunStatus.INFRA_ERROR):
+        g = run({}, status=rs)
+        assert g.status in INFRA_STATUSES and g.blame == Blame.HARNESS and g.infra_failure
+    g = run({}, status=RunStatus.PATCH_APPLY_FAILED)
+    assert g.status not in INFRA_STATUSES and g.blame == Blame.PATCH and not g.infra_failure
+
+
+def test_blame_follows_the_run_a_timeout_is_the_patchs_once_its_code_ran():
+    """Rule: once the patch's code has started, a timeout or an output over the cap is the patch's failure
+    (exit 1, not retried); a build failure is the harness's unless the run says the patch's lock caused it."""
+    timeout = run({}, status=RunStatus.TIMEOUT, blame="patch")
+    assert timeout.status == Status.TIMEOUT and timeout.blame == Blame.PATCH and not timeout.infra_failure
+    assert run({}, status=RunStatus.TIMEOUT).blame == Blame.PATCH  # a timeout defaults to the patch
+    flood = run({A: P, B: P}, status=RunStatus.OUTPUT_LIMIT)
+    assert not flood.resolved and flood.blame == Blame.PATCH and "cap" in flood.note
+    build = run({}, status=RunStatus.IMAGE_BUILD_FAILED, blame="patch")
+    assert build.status == Status.IMAGE_BUILD_FAILED and not build.infra_failure
+
+
+def test_tampering_is_never_a_pass_and_the_verdict_says_what_was_seen():
+    """Rule: a run in which the guards saw tampering is never resolved, whatever the outcomes, and the note
+    and the grade's tampering list name what was seen."""
+    seen = "backend/conftest.py appeared after the prestart steps (runner-relevant file)"
+    g = run({A: P, B: P}, tampering=[seen])
+    assert not g.resolved and g.status == Status.TESTS_FAILED and g.blame == Blame.PATCH
+    assert g.tampering == [seen] and seen in g.note
+    failing = run({A: F, B: P}, tampering=[seen])
+    assert not failing.resolved and failing.tampering == [seen]
+
+
+def test_a_must_pass_canary_that_failed_counts_only_against_a_pass():
+    """Rule: a must-pass canary that failed is tampering in a run that would otherwise resolve; a patch that
+    breaks the whole suite fails that canary honestly and stays a plain tests_failed."""
+    doubt = ["the canary test tests/test_x.py must pass and was reported failed"]
+    assert run({A: P, B: P}, canary_doubts=doubt).tampering == doubt
+    plain = run({A: F, B: P}, canary_doubts=doubt)
+    assert plain.status == Status.TESTS_FAILED and plain.tampering == []
 
 
 def test_prestart_failure_is_tests_failed():

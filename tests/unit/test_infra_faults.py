@@ -95,6 +95,9 @@ def _score(monkeypatch, tmp_path, unreachable_attempts: int, seen: list | None =
 
     monkeypatch.setattr(engine, "run_tests", run_tests)
     monkeypatch.setattr(evaluation, "_env_image_id", lambda *args: "sha256:" + "1" * 64)
+    # No repository here: the dependency files and the test tooling are not what these tests are about.
+    monkeypatch.setattr(evaluation, "_dependency_problems", lambda *args: [])
+    monkeypatch.setattr(evaluation, "_tooling", lambda *args: ([], None))
     instance = {
         "instance_id": "acme__app-1",
         "base_commit": "a" * 40,

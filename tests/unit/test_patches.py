@@ -559,6 +559,13 @@ def test_split_of_the_published_pr_reproduces_its_patch_and_test_patch(demo):
         "usercustomize.py",
         "backend/app/force.pth",
         "frontend/playwright.config.ts",
+        "backend/zz_force-1.0.dist-info/entry_points.txt",
+        "backend/zz_force.egg-info/entry_points.txt",
+        "frontend/node_modules/@playwright/test/index.js",
+        "node_modules/.bin/playwright",
+        "frontend/.npmrc",
+        ".yarnrc.yml",
+        "bunfig.toml",
     ],
 )
 def test_harness_files_are_refused_for_every_source(path):

@@ -37,6 +37,9 @@ RESULTS_DTYPES = {
     "resolved": "bool",
     "status": "str",
     "infra_failure": "bool",
+    "blame": "str",
+    "tampering": "object",
+    "static_flags": "object",
     "backend_status": "str",
     "frontend_status": "str",
     "f2p_passed": "int64",
@@ -132,12 +135,12 @@ VERDICTS = [
     Verdict(
         "acme__shop-3",
         False,
-        Status.TIMEOUT.value,
+        Status.INFRA_ERROR.value,
         0,
         1,
         0,
         0,
-        backend_status="timeout",
+        backend_status="infra_error",
         duration_s=900.0,
         attempts=3,
         tests=[row("backend", "tests/test_c.py::test_slow", "fail_to_pass", "missing")],
@@ -275,9 +278,9 @@ def test_report_json_splits_the_score(run_dir):
         "before_model_cutoff": {"resolved": 1, "total": 2, "rate": 0.5},
     }
     assert on_disk["by_tier"]["held_out"] == {"resolved": 1, "total": 2, "rate": 0.5}
-    assert on_disk["by_status"] == {"resolved": 2, "tests_failed": 1, "timeout": 1}
+    assert on_disk["by_status"] == {"infra_error": 1, "resolved": 2, "tests_failed": 1}
     assert on_disk["exit_code_mismatches"] == ["acme__shop-2"]
-    assert on_disk["instances"]["acme__shop-3"] == "timeout"
+    assert on_disk["instances"]["acme__shop-3"] == "infra_error"
 
 
 def test_infra_failures_are_counted_separately(run_dir):
@@ -298,9 +301,9 @@ def test_contamination_split_is_relative_to_the_models_cutoff_not_the_tier():
     assert reporting.result_row("r", "m", CUTOFF, v_on, v)["after_model_cutoff"] is False
 
 
-@pytest.mark.parametrize("status", ["infra_error", "image_build_failed", "timeout"])
+@pytest.mark.parametrize("status", ["infra_error", "image_build_failed"])
 def test_every_infra_status_is_flagged(status):
-    """Rule: infra_error, image_build_failed and timeout are infrastructure, in their own column."""
+    """Rule: infra_error and image_build_failed are infrastructure, in their own column."""
     inst = instance(5, "backend_only", "public", "2025-01-01T00:00:00Z")
     row_ = reporting.result_row("r", "m", CUTOFF, inst, Verdict("acme__shop-5", False, status))
     assert row_["infra_failure"] is True
@@ -309,13 +312,30 @@ def test_every_infra_status_is_flagged(status):
 
 
 @pytest.mark.parametrize(
-    "status", ["tests_failed", "patch_apply_failed", "patch_invalid", "test_collection_failed"]
+    "status", ["tests_failed", "patch_apply_failed", "patch_invalid", "test_collection_failed", "timeout"]
 )
 def test_model_failures_are_not_infra(status):
-    """Rule: a patch that fails, does not apply, is invalid or breaks collection is the model's failure."""
+    """Rule: a patch that fails, does not apply, is invalid, breaks collection or makes its code run out of
+    time is the model's failure."""
     inst = instance(6, "backend_only", "public", "2025-01-01T00:00:00Z")
     row_ = reporting.result_row("r", "m", CUTOFF, inst, Verdict("acme__shop-6", False, status))
     assert row_["infra_failure"] is False
+
+
+def test_blame_and_tampering_reach_the_row_and_the_report():
+    """Rule: the verdict's blame decides the infra column (a patched lock that does not build is the patch's);
+    what the guards saw is a list column and a section of the report."""
+    inst = instance(7, "backend_only", "public", "2025-01-01T00:00:00Z")
+    build = Verdict("acme__shop-7", False, "image_build_failed", blame="patch")
+    assert reporting.result_row("r", "m", CUTOFF, inst, build)["infra_failure"] is False
+    seen = ["the canary test tests/test_x.py must fail and was reported passed"]
+    tampered = Verdict("acme__shop-7", False, "tests_failed", blame="patch", tampering=seen,
+                       static_flags=["runner: backend/app/x.py:1: imports the test runner (import _pytest)"])
+    row_ = reporting.result_row("r", "m", CUTOFF, inst, tampered)
+    assert row_["tampering"] == seen and row_["blame"] == "patch"
+    report = reporting.build_report([row_], {"run_id": "r", "model": "m", "model_cutoff": "2025-06-01"})
+    assert report["tampered"] == {"acme__shop-7": seen}
+    assert "tampering seen (never a pass)" in reporting.text_table(report)
 
 
 # --------------------------------------------------------------------------- text table
@@ -348,7 +368,7 @@ def test_text_table_status_counts_align():
     rows, _ = build()
     text = reporting.text_table(reporting.build_report(rows, META))
     section = text.split("verdicts by status\n", 1)[1].split("\n\n", 1)[0].splitlines()
-    assert section == ["    2  resolved", "    1  tests_failed", "    1  timeout"]
+    assert section == ["    1  infra_error", "    2  resolved", "    1  tests_failed"]
 
 
 # --------------------------------------------------------------------------- leaderboard
@@ -388,9 +408,9 @@ def test_leaderboard_over_two_runs_of_two_models(tmp_path):
     assert len(row_a) == len(row_b) == len(lines[2])  # fixed width
     failures = text.split("failures by kind\n", 1)[1].splitlines()
     assert "    1  tests_failed             model-a" in failures
-    assert "    1  timeout                  model-a" in failures
+    assert "    1  infra_error              model-a" in failures
     assert "    2  tests_failed             model-b" in failures
-    assert "    1  timeout                  model-b" in failures
+    assert "    1  infra_error              model-b" in failures
 
 
 def test_leaderboard_refuses_a_folder_that_is_not_a_run(tmp_path):

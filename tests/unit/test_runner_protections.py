@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tasks_lib import globs, paths
+from tasks_lib import globs, jsonc, paths
 
 PATTERNS = ["backend/tests/**", "**/conftest.py"]
 
@@ -20,6 +20,7 @@ PATTERNS = ["backend/tests/**", "**/conftest.py"]
 @pytest.fixture(scope="module")
 def runner():
     sys.modules.setdefault("pbench_globs", globs)
+    sys.modules.setdefault("pbench_jsonc", jsonc)
     sys.path.insert(0, str(paths.containers_dir() / "runner"))
     try:
         yield importlib.import_module("pbench_runner")
@@ -121,7 +122,6 @@ def test_collect_stage_copies_regular_files_only(runner, tmp_path, monkeypatch):
     stage, out = tmp_path / "stage", tmp_path / "out"
     (stage / "test-results" / "t1").mkdir(parents=True)
     out.mkdir()
-    monkeypatch.setattr(runner, "STAGE", stage)
     monkeypatch.setattr(runner, "OUT", out)
     (stage / "junit.xml").write_text("<testsuites/>")
     (stage / "test-results" / "t1" / "trace.zip").write_bytes(b"zip")
@@ -133,7 +133,7 @@ def test_collect_stage_copies_regular_files_only(runner, tmp_path, monkeypatch):
     (out / "test.log").write_text("the runner's own log")
     (stage / "test.log").write_text("forged log")
 
-    runner.collect_stage()
+    runner.collect_stage(stage, out=out)
 
     assert (out / "junit.xml").read_text() == "<testsuites/>"
     assert (out / "test-results" / "t1" / "trace.zip").read_bytes() == b"zip"
@@ -147,8 +147,9 @@ def test_run_untrusted_output_goes_through_a_pipe(runner, tmp_path, monkeypatch)
     stdout is a pipe, not the log file it could truncate."""
     monkeypatch.setenv("PBENCH_RUNNER_SAME_USER", "1")
     log = tmp_path / "test.log"
+    budget = runner.OutputBudget(1 << 20)
     code, _ = runner.run_untrusted(
-        "ls -l /proc/self/fd/1; echo hello; exit 3", tmp_path, log, dict(os.environ), shell=True
+        "ls -l /proc/self/fd/1; echo hello; exit 3", tmp_path, log, dict(os.environ), budget, shell=True
     )
     text = log.read_text()
     assert code == 3

@@ -1,0 +1,139 @@
+"""What a test container is given: the job (root's only inside), the patches, and the harness's tools.
+
+A job is everything a reader needs to re-run one engine run by hand: it is also written to the run's trace
+folder (`job.json`, canary contents left out).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tasks_lib import canaries as canary_lib
+from tasks_lib import globs, jsonc, paths
+from tasks_lib.engine.records import PINNED_ENV, RunRequest
+from tasks_lib.engine.stack import tar
+from tasks_lib.sources import SourceRecord
+
+RUNNER_FILES = (
+    "pbench_runner.py",
+    "pbench_proc.py",
+    "pbench_protect.py",
+    "pbench_pytest.py",
+    "pbench_frontend.py",
+)
+FRONTEND_TOOL_FILES = ("playwright.pbench.config.mjs", "pbench-forward.mjs")
+SERVE_TIMEOUT_S = 120
+
+
+def tool_files(frontend: bool) -> dict[str, bytes]:
+    """The harness's code for /pbench/tools (root's, read-only to everyone else)."""
+    runner = paths.containers_dir() / "runner"
+    files = {name: (runner / name).read_bytes() for name in RUNNER_FILES}
+    files["pbench_globs.py"] = Path(globs.__file__).read_bytes()
+    files["pbench_jsonc.py"] = Path(jsonc.__file__).read_bytes()
+    if frontend:
+        files |= {n: (paths.containers_dir() / "frontend" / n).read_bytes() for n in FRONTEND_TOOL_FILES}
+    return files
+
+
+def job(request: RunRequest, workdir: str, prestart: list[str], test: dict, canaries=(), **extra) -> dict:
+    patches = [
+        {"name": p.name, "file": f"patches/{i:02d}-{p.name}.diff", "untrusted": p.untrusted}
+        for i, p in enumerate(request.patches)
+    ]
+    return {
+        "repo_dir": "/work/repo",
+        "workdir": workdir,
+        "patches": patches,
+        "test_patterns": list(request.source.test_file_patterns + request.source.test_infra_patterns),
+        "prestart": prestart,
+        "test": test,
+        "canaries": [c.to_job() for c in canaries],
+        "output_cap": request.output_cap,
+        "pytest_plugins": list(request.pytest_plugins) if request.pytest_plugins is not None else None,
+        **extra,
+    }
+
+
+def archive(request: RunRequest, job_: dict, frontend: bool) -> bytes:
+    """One tar for /pbench: in/ (job and patches) and tools/ (the harness's code)."""
+    files = {
+        f"in/{p['file']}": d.diff.encode("utf-8", errors="surrogateescape")
+        for p, d in zip(job_["patches"], request.patches, strict=True)
+    }
+    files["in/job.json"] = json.dumps(job_, indent=2).encode()
+    files |= {f"tools/{name}": data for name, data in tool_files(frontend).items()}
+    return tar(files)
+
+
+def trace(job_: dict) -> str:
+    """The job as the trace folder keeps it: canary contents and names stay secret (they are per run)."""
+    shown = dict(job_)
+    shown["canaries"] = [{"path": "<canary>"} for _ in job_.get("canaries", [])]
+    return json.dumps(shown, indent=2)
+
+
+def _canaries(request: RunRequest, side_dir: str, selection: list[str], runner: str) -> list:
+    """Canaries for a run with an untrusted patch, in the folder of the first selected test file."""
+    if not request.untrusted or not selection:
+        return []
+    first = selection[0].rsplit(":", 1)[0] if runner == "playwright" else selection[0]
+    first = first.split("::", 1)[0]
+    folder, _, name = first.rpartition("/")
+    ext = "." + name.rsplit(".", 1)[-1] if "." in name else ".js"
+    return canary_lib.make(side_dir, folder, runner=runner, ext=ext, taken=set(selection))
+
+
+def backend_job(request: RunRequest) -> tuple[dict, list]:
+    backend = request.source.backend
+    selection = list(request.selection)
+    canaries = _canaries(request, backend.dir, selection, backend.runner)
+    test = {
+        "runner": backend.runner,
+        "command": backend.test_command,
+        "selection": selection,
+        "continue_on_collection_errors": request.continue_on_collection_errors,
+    }
+    return job(request, backend.dir, list(backend.prestart), test, canaries), canaries
+
+
+def serve_job(request: RunRequest) -> dict:
+    backend = request.source.backend
+    return job(
+        request, backend.dir, list(backend.prestart), {"runner": "serve", "command": backend.serve_command}
+    )
+
+
+def frontend_job(request: RunRequest, selection: list[str], global_timeout_ms: int) -> tuple[dict, list]:
+    """The frontend-tests container's job: the source's prestart, the dev server, Playwright from the image
+    with the harness's config and reporters, on `selection` (Playwright arguments)."""
+    source = request.source
+    fe, backend = source.frontend, source.backend
+    canaries = _canaries(request, fe.dir, selection, "playwright")
+    frontend = {
+        "serve_command": fe.serve_command,
+        "serve_url": f"http://localhost:{fe.serve_port}",
+        "serve_timeout_s": SERVE_TIMEOUT_S,
+        "forward": [f"{backend.serve_port}=backend:{backend.serve_port}"],
+        "env": dict(fe.env),
+        "playwright_env": {
+            "PBENCH_BASE_URL": f"http://localhost:{fe.serve_port}",
+            "PBENCH_BACKEND_URL": f"http://backend:{backend.serve_port}",
+            "PBENCH_PW_GLOBAL_TIMEOUT_MS": str(global_timeout_ms),
+        },
+    }
+    test = {"runner": "playwright", "selection": selection}
+    job_ = job(request, fe.dir, list(fe.prestart), test, canaries, frontend=frontend, frontend_dir=fe.dir)
+    return job_, canaries
+
+
+def frontend_env(source: SourceRecord) -> dict[str, str]:
+    """The frontend-tests container's environment (the prestart steps and the dev server see it): the backend
+    reached as "backend" on the private network, forwarded to localhost."""
+    fe, backend = source.frontend, source.backend
+    return {**fe.env, **PINNED_ENV, "PBENCH_BACKEND_URL": f"http://backend:{backend.serve_port}"}
+
+
+def backend_env(source: SourceRecord, service_env: dict[str, str]) -> dict[str, str]:
+    return {**source.backend.env, **service_env, **PINNED_ENV}

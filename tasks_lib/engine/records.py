@@ -1,0 +1,99 @@
+"""What one engine run is asked to do, and what it found."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tasks_lib.constants import Outcome, RunStatus, Side
+from tasks_lib.sources import SourceRecord
+
+# Pinned so that the same patch gets the same verdict: hash seeds, time zone, locale.
+PINNED_ENV = {
+    "TZ": "UTC",
+    "PYTHONHASHSEED": "0",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "HOME": "/root",
+    "CI": "true",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONNOUSERSITE": "1",
+}
+# Everything the code under test prints, per run, all logs and reports together: past it the run is stopped
+# (inside the container) and charged to the patch. The host never holds more than this of one run.
+OUTPUT_CAP_BYTES = 64 * 2**20
+DB_ALIAS = "db"
+
+
+@dataclass(frozen=True)
+class PatchInput:
+    """One patch of the ordered chain. After an untrusted patch, every protected file it touched is put back
+    to base inside the container, so an edited test can never count."""
+
+    name: str
+    diff: str
+    untrusted: bool = False
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    source: SourceRecord
+    repo: Path  # the source's cached bare clone (gitops.repo_dir)
+    commit: str
+    log_dir: Path
+    patches: tuple[PatchInput, ...] = ()
+    selection: tuple[str, ...] = ()
+    side: Side = Side.BACKEND
+    timeout_s: int | None = None
+    continue_on_collection_errors: bool = True
+    label: str = ""
+    # Test-runner plugins the run may load (entry-point names), None: every one of the run's image.
+    pytest_plugins: tuple[str, ...] | None = None
+    output_cap: int = OUTPUT_CAP_BYTES
+
+    @property
+    def untrusted(self) -> bool:
+        return any(p.untrusted for p in self.patches)
+
+
+@dataclass
+class RunResult:
+    status: RunStatus
+    tests: dict[str, Outcome] = field(default_factory=dict)
+    suite_ran: bool = False
+    collection_errors: list[str] = field(default_factory=list)
+    exit_code: int | None = None
+    exit_code_mismatch: bool = False
+    timings: dict[str, float] = field(default_factory=dict)
+    log_dir: str = ""
+    image: str = ""
+    image_id: str = ""
+    image_built: bool = False
+    lock_sha: str = ""
+    patch_methods: dict[str, str | None] = field(default_factory=dict)
+    restored: list[str] = field(default_factory=list)
+    restored_why: dict[str, str] = field(default_factory=dict)
+    # JUnit vs pytest's own summary in the piped output: any disagreement means a report was tampered
+    # with (or a harness bug); never a pass.
+    report_disagreements: list[str] = field(default_factory=list)
+    # What the run's guards saw: protected files changed, runner-relevant files created, runner modules
+    # replaced, canaries with the wrong outcome, summaries not as the runner prints them. Never a pass.
+    tampering: list[str] = field(default_factory=list)
+    # A must-pass canary that did not pass: tampering only in a run that would otherwise be a pass.
+    canary_doubts: list[str] = field(default_factory=list)
+    blame: str = ""
+    messages: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["status"] = str(self.status)
+        d["tests"] = {k: str(v) for k, v in self.tests.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RunResult:
+        d = dict(d)
+        d["status"] = RunStatus(d["status"])
+        d["tests"] = {k: Outcome(v) for k, v in d["tests"].items()}
+        return cls(**d)

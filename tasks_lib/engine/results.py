@@ -1,0 +1,165 @@
+"""Reading what a test container left in /pbench/out, through a registry keyed by the runner the source names.
+
+Every reader fills the same RunResult: per-test outcomes (canaries taken out), evidence that the suite ran,
+the cross-check of the two records of the run, and what the guards saw (tampering).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from tasks_lib import canaries as canary_lib
+from tasks_lib import junit, playwright_report
+from tasks_lib.constants import Blame, Outcome, RunStatus
+from tasks_lib.engine.records import RunResult
+
+# Where the run was when it stopped (the runner's /pbench/out/phase): from "prestart" on, the patch's own
+# code runs, and a run stopped by the wall clock or the output cap is the patch's.
+PATCH_PHASES = ("prestart", "serving", "tests")
+_RUNNER_STATUS = {"output_limit": RunStatus.OUTPUT_LIMIT, "serve_exited": RunStatus.PRESTART_FAILED}
+
+
+def last_phase(out: Path) -> str | None:
+    try:
+        lines = (out / "phase").read_text().split()
+    except OSError:
+        return None
+    return lines[-2] if len(lines) >= 2 else None
+
+
+def blame_for_stop(out: Path) -> str:
+    return Blame.PATCH if last_phase(out) in PATCH_PHASES else Blame.HARNESS
+
+
+def _log(out: Path, name: str = "test.log") -> str:
+    path = out / name
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def runner_result(result: RunResult, out: Path, runner_exit: int | None) -> dict | None:
+    """The common part of /pbench/out/result.json; None when the run did not reach its tests."""
+    res_path = out / "result.json"
+    if not res_path.exists():
+        result.status = RunStatus.INFRA_ERROR
+        result.error = f"the runner wrote no result.json (runner exit {runner_exit}); see container.log"
+        return None
+    res = json.loads(res_path.read_text())
+    result.patch_methods = {p["name"]: p["method"] for p in res.get("patches", [])}
+    result.restored = res.get("restored", [])
+    result.restored_why = res.get("restored_why", {})
+    result.tampering += res.get("tampering", [])
+    result.timings.update({k: float(v) for k, v in res.get("timings", {}).items() if k.endswith("_s")})
+    status = res["status"]
+    result.status = _RUNNER_STATUS.get(status) or RunStatus(status)
+    if result.status == RunStatus.OUTPUT_LIMIT:
+        limit = res.get("output_limit", {})
+        result.blame = Blame.PATCH
+        result.error = (
+            f"output over the cap of {limit.get('cap')} bytes (by {limit.get('by')}): the run was stopped"
+        )
+        return None
+    if result.status == RunStatus.PRESTART_FAILED:
+        result.blame = Blame.PATCH
+    if result.status != RunStatus.COMPLETED:
+        return None
+    result.exit_code = res["test"]["exit_code"]
+    return res
+
+
+def set_report(result: RunResult, report, canaries: list) -> None:
+    result.tests = dict(report.tests)
+    result.collection_errors = list(report.collection_errors)
+    result.messages = dict(report.messages)
+    # Evidence the suite ran: a report with tests in it, and the runner's own "tests ran" exit codes.
+    result.suite_ran = bool(result.tests) and result.exit_code in (0, 1)
+    bad = any(o in (Outcome.FAILED, Outcome.ERROR) for o in result.tests.values()) or result.collection_errors
+    result.exit_code_mismatch = (result.exit_code == 0 and bool(bad)) or (result.exit_code == 1 and not bad)
+    if canaries:
+        result.tests, hard, soft = canary_lib.check(canaries, result.tests, result.suite_ran)
+        result.tampering += hard
+        result.canary_doubts += soft
+        result.suite_ran = result.suite_ran and bool(result.tests)
+
+
+def read_pytest(result: RunResult, out: Path, runner_exit: int | None, canaries: list, **_) -> None:
+    if runner_result(result, out, runner_exit) is None:
+        return
+    junit_path = out / "junit.xml"
+    if not junit_path.exists():
+        result.error = f"no JUnit XML written (test exit {result.exit_code})"
+        return
+    try:
+        report = junit.parse_junit_file(junit_path)
+    except ValueError as exc:
+        result.error = f"unreadable JUnit XML: {exc}"
+        return
+    log_text = _log(out)
+    sections, finals = junit.summary_sections(log_text)
+    if sections > 1 or finals > 1:
+        result.tampering.append(
+            f"the test log holds {sections} short test summaries and {finals} final count lines; pytest prints one"
+        )
+    summary = junit.summary_outcomes(log_text, known_ids=report.tests)
+    result.report_disagreements = junit.cross_check(report.tests, summary, report.collection_errors)[:50]
+    audit_path = out / "audit.json"
+    if audit_path.exists():
+        try:
+            result.tampering += json.loads(audit_path.read_text()).get("findings", [])
+        except (ValueError, AttributeError):
+            result.tampering.append("the launcher's audit of the test runner is unreadable")
+    else:
+        result.tampering.append(
+            "the launcher's audit of the test runner is missing (the test process ended early)"
+        )
+    set_report(result, junit.merge_outcomes(report, summary), canaries)
+
+
+def read_playwright(
+    result: RunResult, out: Path, runner_exit: int | None, canaries: list, *, frontend_dir: str
+) -> None:
+    res = runner_result(result, out, runner_exit)
+    if res is None:
+        return
+    if result.exit_code == 3:  # the frontend server never answered
+        result.status = RunStatus.PRESTART_FAILED
+        result.blame = Blame.PATCH
+        result.error = "the frontend server did not answer (see serve.log)"
+        return
+    try:
+        report = playwright_report.parse_playwright_out(out, frontend_dir=f"/work/repo/{frontend_dir}")
+    except (OSError, ValueError) as exc:
+        result.error = f"no readable Playwright report (test exit {result.exit_code}): {exc}"
+        return
+    log_text = _log(out)
+    runs = int((res.get("test") or {}).get("runs") or 1)
+    blocks = playwright_report.list_summary_blocks(log_text)
+    if blocks > runs:
+        result.tampering.append(f"the test log holds {blocks} Playwright summaries for {runs} run(s)")
+    json_path = out / playwright_report.REPORT_NAME
+    if json_path.exists() and not (out / playwright_report.LOAD_ERRORS_REPORT_NAME).exists():
+        try:
+            stats = json.loads(json_path.read_text()).get("stats", {})
+        except (ValueError, AttributeError):
+            stats = {}
+        result.report_disagreements = playwright_report.cross_check_stats(
+            stats, playwright_report.list_summary_counts(log_text)
+        )
+    set_report(result, report, canaries)
+    if report.timed_out:
+        result.status = RunStatus.TIMEOUT
+        result.blame = Blame.PATCH
+        result.error = "Playwright's global timeout (the run's wall clock) stopped the suite"
+
+
+READERS: dict[str, Callable[..., None]] = {"pytest": read_pytest, "playwright": read_playwright}
+
+
+def reader_for(runner: str) -> Callable[..., None]:
+    try:
+        return READERS[runner]
+    except KeyError:
+        raise ValueError(
+            f"no result reader for test runner {runner!r} (known: {', '.join(READERS)})"
+        ) from None

@@ -1,0 +1,203 @@
+"""`run_tests`: one side's tests for one task, from images to a read result. Everything is removed afterwards,
+also on failure, timeout and interrupt."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from pathlib import Path
+
+from tasks_lib import docker_client, gitops, images, limits, playwright_report
+from tasks_lib.config import Settings
+from tasks_lib.constants import Blame, RunStatus, Side
+from tasks_lib.engine import jobs, results, services
+from tasks_lib.engine.records import RunRequest, RunResult
+from tasks_lib.engine.stack import Stack, copy_logs, extract_out
+from tasks_lib.errors import ImageBuildError
+
+log = logging.getLogger(__name__)
+
+# Files the engine reads after a run: an earlier run's must never stand in for a container that died first.
+RESULT_FILES = (
+    "result.json",
+    "junit.xml",
+    "playwright.json",
+    "playwright-load-errors.json",
+    "run.json",
+    "audit.json",
+    "phase",
+    "test.log",
+)
+
+
+def run_tests(request: RunRequest, settings: Settings | None = None) -> RunResult:
+    """Run one side's tests for one task. Never raises for a task-level problem: the status says it.
+
+    Holds one Docker slot of this host (a Prefect global concurrency limit, when configured) throughout.
+    """
+    with limits.docker_slot():
+        return _run_tests(request, settings or Settings.from_env())
+
+
+def env_images(
+    request: RunRequest, settings: Settings
+) -> tuple[images.ImageRef, images.ImageRef, images.EnvSpec]:
+    """The backend image (also the backend-serve container's) and the image of the run's side."""
+    chain = [(p.diff, p.untrusted) for p in request.patches]
+    backend_spec, frontend_spec = images.run_env_specs(
+        request.source, request.repo, request.commit, chain, str(request.side), settings
+    )
+    backend_image = images.ensure_env_image(backend_spec, settings)
+    if frontend_spec is None:
+        return backend_image, backend_image, backend_spec
+    return backend_image, images.ensure_env_image(frontend_spec, settings), frontend_spec
+
+
+def _run_tests(request: RunRequest, settings: Settings) -> RunResult:
+    start = time.monotonic()
+    spec_timeout = (
+        request.source.frontend if request.side == Side.FRONTEND else request.source.backend
+    ).timeout_s
+    timeout = request.timeout_s or spec_timeout
+    deadline = start + timeout
+    log_dir = Path(request.log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for stale in RESULT_FILES:
+        (log_dir / stale).unlink(missing_ok=True)
+    result = RunResult(status=RunStatus.INFRA_ERROR, log_dir=str(log_dir))
+    try:
+        backend_image, image, spec = env_images(request, settings)
+    except ImageBuildError as exc:
+        result.status, result.error, result.blame = RunStatus.IMAGE_BUILD_FAILED, str(exc), Blame.HARNESS
+        return finish(result, log_dir, start)
+    result.image, result.image_id, result.image_built = image.tag, image.id, image.built
+    result.lock_sha = spec.lock_sha
+    result.timings["image_s"] = round(time.monotonic() - start, 3)
+
+    stack = Stack(docker_client.get(), uuid.uuid4().hex[:12])
+    container = None
+    try:
+        stack.create_network()
+        t0 = time.monotonic()
+        service_env = services.start_services(stack, request.source, settings, deadline)
+        result.timings["services_s"] = round(time.monotonic() - t0, 3)
+        snapshot = gitops.archive(request.repo, request.commit)
+        if request.side == Side.FRONTEND:
+            server = _backend_serve(
+                stack, request, backend_image, service_env, snapshot, settings, deadline, result
+            )
+            if server is None:
+                return finish(result, log_dir, start)
+            selection = playwright_report.selection_args(request.selection) if request.selection else []
+            left_ms = int(max(30.0, deadline - time.monotonic() - 60) * 1000)
+            job, canaries = jobs.frontend_job(request, selection, left_ms)
+            env = jobs.frontend_env(request.source)
+        else:
+            job, canaries = jobs.backend_job(request)
+            env = jobs.backend_env(request.source, service_env)
+        container = stack.sandbox(image.tag, "tests", env, settings)
+        (log_dir / "job.json").write_text(jobs.trace(job))
+        t0 = time.monotonic()
+        container.put_archive("/work/repo", snapshot)
+        container.put_archive("/pbench", jobs.archive(request, job, request.side == Side.FRONTEND))
+        result.timings["copy_s"] = round(time.monotonic() - t0, 3)
+        t0 = time.monotonic()
+        container.start()
+        runner_exit = _wait(container, deadline, timeout, request, result, log_dir)
+        result.timings["container_s"] = round(time.monotonic() - t0, 3)
+        copy_logs(container, log_dir / "container.log")
+        for c in stack.containers[:-1]:
+            copy_logs(c, log_dir / f"{c.name.rsplit('-', 1)[-1]}.log", tail=200)
+        extract_out(container, log_dir, request.output_cap)
+        if request.side == Side.FRONTEND:
+            extract_out(server, log_dir / "backend-serve", request.output_cap)
+        if runner_exit is None:
+            result.blame = results.blame_for_stop(log_dir)
+            if result.blame == Blame.HARNESS:
+                result.status = RunStatus.INFRA_ERROR
+                result.error = f"wall-clock timeout of {timeout}s before the patch's code started"
+        else:
+            runner = "playwright" if request.side == Side.FRONTEND else request.source.backend.runner
+            results.reader_for(runner)(
+                result,
+                log_dir,
+                runner_exit,
+                canaries,
+                frontend_dir=getattr(request.source.frontend, "dir", ""),
+            )
+    except services.ServiceTimeout as exc:
+        result.status, result.error, result.blame = RunStatus.INFRA_ERROR, str(exc), Blame.HARNESS
+    except TimeoutError as exc:  # the backend-serve container never answered: its code had started
+        result.status, result.error, result.blame = RunStatus.TIMEOUT, str(exc), Blame.PATCH
+    except Exception as exc:  # a Docker failure is infrastructure, never the patch's fault
+        result.status, result.blame = RunStatus.INFRA_ERROR, Blame.HARNESS
+        result.error = f"{type(exc).__name__}: {exc}"
+        log.warning("run %s: infrastructure error: %s", request.label, result.error)
+    finally:
+        stack.close()
+    return finish(result, log_dir, start)
+
+
+def _wait(container, deadline, timeout, request, result, log_dir) -> int | None:
+    remaining = max(1.0, deadline - time.monotonic())
+    try:
+        return container.wait(timeout=remaining)["StatusCode"]
+    except Exception as exc:  # requests' ReadTimeout / ConnectionError: the wall clock ran out
+        if time.monotonic() < deadline - 1:
+            raise
+        log.info("run %s timed out after %ss (%s)", request.label, timeout, type(exc).__name__)
+        container.kill()
+        result.status = RunStatus.TIMEOUT
+        result.error = f"wall-clock timeout of {timeout}s"
+        return None
+
+
+def _backend_serve(stack, request, backend_image, service_env, snapshot, settings, deadline, result):
+    """The backend-serve container of a frontend run: the same snapshot and patch chain, prestart steps, then
+    the server (alias "backend"), which the frontend-tests container reaches through a forward on localhost."""
+    t0 = time.monotonic()
+    log_dir = Path(request.log_dir)
+    job = jobs.serve_job(request)
+    server = stack.sandbox(
+        backend_image.tag,
+        "backend",
+        jobs.backend_env(request.source, service_env),
+        settings,
+        aliases=["backend"],
+    )
+    server.put_archive("/work/repo", snapshot)
+    server.put_archive("/pbench", jobs.archive(request, job, False))
+    server.start()
+    try:
+        services.wait_for_http(server, request.source.backend.serve_port, deadline)
+    except (services.ServeFailed, TimeoutError) as exc:
+        serve_out = log_dir / "backend-serve"
+        if isinstance(exc, TimeoutError):
+            server.kill()
+        extract_out(server, serve_out, request.output_cap)
+        (serve_out / "container.log").write_text(str(exc))
+        res_path = serve_out / "result.json"
+        res = json.loads(res_path.read_text()) if res_path.exists() else {}
+        result.patch_methods = {p["name"]: p["method"] for p in res.get("patches", [])}
+        result.tampering += res.get("tampering", [])
+        result.blame = results.blame_for_stop(serve_out)
+        if res.get("status") == RunStatus.PATCH_APPLY_FAILED:
+            result.status = RunStatus.PATCH_APPLY_FAILED
+        elif isinstance(exc, TimeoutError):
+            result.status = RunStatus.TIMEOUT if result.blame == Blame.PATCH else RunStatus.INFRA_ERROR
+        elif res.get("status") == "output_limit":
+            result.status = RunStatus.OUTPUT_LIMIT
+        else:
+            result.status = RunStatus.PRESTART_FAILED
+        result.error = f"the backend-serve container did not serve ({type(exc).__name__}; see {serve_out})"
+        return None
+    result.timings["backend_serve_s"] = round(time.monotonic() - t0, 3)
+    return server
+
+
+def finish(result: RunResult, log_dir: Path, start: float) -> RunResult:
+    result.timings["total_s"] = round(time.monotonic() - start, 3)
+    (log_dir / "run.json").write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True))
+    return result

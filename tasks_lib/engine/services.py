@@ -1,0 +1,101 @@
+"""Services the harness starts for a run (Postgres), and waiting for servers to answer."""
+
+from __future__ import annotations
+
+import time
+
+from tasks_lib import images
+from tasks_lib.config import Settings
+from tasks_lib.engine.records import DB_ALIAS
+from tasks_lib.engine.stack import LOG_CONFIG, Stack
+from tasks_lib.errors import InfraError
+from tasks_lib.sources import SourceRecord
+
+
+class ServiceTimeout(TimeoutError):
+    """A service the harness owns did not become ready: infrastructure, never the patch's failure."""
+
+
+class ServeFailed(Exception):
+    """The backend-serve container exited before serving (patch, prestart or server failure)."""
+
+
+def wait_for_postgres(container, service, deadline: float) -> None:
+    probe = f"pg_isready -q -h 127.0.0.1 -U {service.user} -d {service.db}"
+    while time.monotonic() < deadline:
+        container.reload()
+        if container.status not in ("created", "running"):
+            raise InfraError(
+                f"postgres exited during start-up: {container.logs(tail=20).decode(errors='replace')}"
+            )
+        # Poll inside the container, every 0.1 s for up to 10 s per exec: on a busy machine one exec costs
+        # ~0.4 s, which polling from here paid on every try (docs/performance.md).
+        tries = 10 * max(1, min(10, int(deadline - time.monotonic())))
+        code, _ = container.exec_run(
+            ["sh", "-c", f"for i in $(seq {tries}); do {probe} && exit 0; sleep 0.1; done; exit 1"]
+        )
+        if code == 0:
+            return
+    raise ServiceTimeout("postgres did not become ready")
+
+
+def start_services(
+    stack: Stack,
+    source: SourceRecord,
+    settings: Settings,
+    deadline: float,
+    *,
+    wait=wait_for_postgres,
+    pg_image: str | None = None,
+) -> dict[str, str]:
+    """The source's services on the run's private network (the first one aliased "db"); the environment
+    that tells the tests where they are. `wait` and `pg_image` are for benchmarks comparing variants."""
+    env: dict[str, str] = {}
+    services = source.backend.services
+    if not services:
+        return env
+    pg_image = pg_image or images.bootstrap(settings)["postgres"].tag
+    for i, service in enumerate(services):
+        volume = stack.client.volumes.create(name=f"pbench-{stack.run_id}-pg{i}", labels=stack.labels)
+        stack.volumes.append(volume)
+        container = stack.client.containers.create(
+            pg_image,
+            name=f"pbench-{stack.run_id}-db{i}",
+            environment={"PG_USER": service.user, "PG_PASSWORD": service.password, "PG_DB": service.db},
+            volumes={volume.name: {"bind": "/var/lib/pbench-pg", "mode": "rw"}},
+            labels=stack.labels,
+            network=stack.network.name,
+            mem_limit="1g",
+            pids_limit=512,
+            log_config=LOG_CONFIG,
+        )
+        stack.containers.append(container)
+        alias = DB_ALIAS if i == 0 else f"{DB_ALIAS}{i}"
+        stack.attach(container, [alias])
+        container.start()
+        wait(container, service, deadline)
+        env.update(service.render_env(alias, 5432))
+    return env
+
+
+def wait_for_http(container, port: int, deadline: float) -> None:
+    """Poll a server from inside its own container until it answers (any status below 500)."""
+    probe = (
+        "import sys, urllib.request, urllib.error\n"
+        "try:\n"
+        f"    urllib.request.urlopen('http://127.0.0.1:{port}/', timeout=2)\n"
+        "except urllib.error.HTTPError as e:\n"
+        "    sys.exit(0 if e.code < 500 else 1)\n"
+        "except Exception:\n"
+        "    sys.exit(1)\n"
+    )
+    while time.monotonic() < deadline:
+        container.reload()
+        if container.status not in ("created", "running"):
+            raise ServeFailed(container.logs(tail=30).decode(errors="replace"))
+        # Isolated (-I) and from "/", as the tool user: nothing of the work tree is importable by the probe.
+        code, _ = container.exec_run(["/usr/bin/python3", "-I", "-c", probe], workdir="/", user="65533:65533")
+        if code == 0:
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"the backend did not answer on port {port}")

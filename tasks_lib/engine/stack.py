@@ -1,0 +1,152 @@
+"""The Docker objects of one run: a private network, service containers and volumes, sandboxed containers.
+
+`Stack.close()` removes all of them, whatever happened. Everything carries the project's labels, so that
+`pbench cleanup` (and the test suite's leak check) find what a crash left.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import shutil
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+from tasks_lib.config import Settings
+from tasks_lib.constants import LABEL, LABEL_OWNER, LABEL_RUN
+from tasks_lib.errors import InfraError
+
+log = logging.getLogger(__name__)
+
+RUNNER_COMMAND = ["/usr/bin/python3", "/pbench/tools/pbench_runner.py"]
+# Docker's own log of a container is a backstop only (the runner pipes everything the code under test
+# prints into capped files): bounded so that no container's stdout can fill the daemon's disk.
+LOG_CONFIG = {"type": "json-file", "config": {"max-size": "10m", "max-file": "1"}}
+
+
+def tar(files: dict[str, bytes], mode: int = 0o644) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as archive:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = mode
+            info.mtime = 0
+            archive.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+class Stack:
+    """Containers, network and volumes of one run."""
+
+    def __init__(self, client, run_id: str):
+        self.client = client
+        self.run_id = run_id
+        self.labels = {LABEL: "1", LABEL_RUN: run_id, LABEL_OWNER: os.environ.get("PBENCH_OWNER", "pbench")}
+        self.containers: list = []
+        self.network = None
+        self.volumes: list = []
+
+    def create_network(self):
+        self.network = self.client.networks.create(
+            f"pbench-{self.run_id}", driver="bridge", internal=True, labels=self.labels
+        )
+        return self.network
+
+    def attach(self, container, aliases: list[str]) -> None:
+        """Reach `container` under `aliases` on the private network (and nowhere else)."""
+        self.network.disconnect(container)
+        self.network.connect(container, aliases=aliases)
+
+    def sandbox(self, image: str, role: str, env: dict[str, str], settings: Settings, aliases=None):
+        """A container for untrusted code: the task's private network only, limits, no capabilities for the
+        code of the repository (the runner drops to unprivileged users before running any of it)."""
+        container = self.client.containers.create(
+            image,
+            command=RUNNER_COMMAND,
+            name=f"pbench-{self.run_id}-{role}",
+            environment=env,
+            labels=self.labels,
+            network=self.network.name,
+            working_dir="/work/repo",
+            mem_limit=settings.mem_limit,
+            memswap_limit=settings.mem_limit,
+            pids_limit=settings.pids_limit,
+            nano_cpus=int(settings.cpus * 1e9),
+            cap_drop=["ALL"],
+            # Only what the runner needs to give the tree to an unprivileged user (CHOWN), to run code as such
+            # users and to kill everything that code leaves; they have no capabilities at all.
+            cap_add=["SETUID", "SETGID", "KILL", "CHOWN"],
+            security_opt=["no-new-privileges"],
+            log_config=LOG_CONFIG,
+            init=True,
+        )
+        self.containers.append(container)
+        if aliases:
+            self.attach(container, aliases)
+        return container
+
+    def close(self) -> None:
+        for c in reversed(self.containers):
+            remove(f"container {c.name}", lambda c=c: c.remove(force=True, v=True))
+        for v in self.volumes:
+            remove(f"volume {v.name}", lambda v=v: v.remove(force=True))
+        if self.network is not None:
+            remove(f"network {self.network.name}", self.network.remove)
+
+
+def remove(what: str, do_remove, attempts: int = 3) -> None:
+    """Remove one Docker object; a busy daemon (timeouts under load) gets two more tries. What stays is
+    logged, and `pbench cleanup` removes it later by label."""
+    import docker.errors
+
+    for attempt in range(1, attempts + 1):
+        try:
+            do_remove()
+            return
+        except docker.errors.NotFound:
+            return
+        except Exception as exc:  # keep removing the rest; report what stays
+            if attempt == attempts:
+                log.warning("could not remove %s: %s", what, exc)
+            else:
+                time.sleep(2 * attempt)
+
+
+def extract_out(container, dest: Path, cap: int) -> None:
+    """Copy /pbench/out to the host. The container ran untrusted code: only regular files, bounded size, and
+    streamed through a file on disk (the host never holds the outputs in memory)."""
+    stream, _ = container.get_archive("/pbench/out")
+    dest.mkdir(parents=True, exist_ok=True)
+    limit = cap + 16 * 2**20  # the runner's own files (result, traces) beside the capped logs
+    with tempfile.TemporaryFile(dir=dest) as spool:
+        size = 0
+        for chunk in stream:
+            size += len(chunk)
+            if size > limit:
+                raise InfraError(f"the run's outputs exceed {limit} bytes", log_path=dest)
+            spool.write(chunk)
+        spool.seek(0)
+        with tarfile.open(fileobj=spool) as archive:
+            members = [m for m in archive.getmembers() if m.isfile() and m.name.startswith("out/")]
+            for m in members:
+                m.name = m.name[len("out/") :]
+            archive.extractall(dest, members=members, filter="data")
+
+
+def copy_logs(container, path: Path, tail: int | str = "all") -> None:
+    """A container's own stdout/stderr (Docker's bounded log) into `path`, streamed."""
+    with open(path, "wb") as fh:
+        for chunk in container.logs(stream=True, follow=False, tail=tail):
+            fh.write(chunk)
+
+
+def clear(paths: list[Path]) -> None:
+    for p in paths:
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
