@@ -42,7 +42,7 @@ CURATION_PRS = (3, 5)
 
 
 def flow_seconds(log: str) -> float | None:
-    """Flow wall time from the CLI's log lines (format of tasks_lib.cli.main's logging)."""
+    """Flow wall time from the CLI's log lines (format of cli.pbench.main's logging)."""
     begin = end = None
     for line in log.splitlines():
         if "prefect.flow_runs:" not in line:

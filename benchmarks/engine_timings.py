@@ -16,12 +16,12 @@ def main() -> None:
     args = parser.parse_args()
     import json
 
-    from tasks_lib import engine, gitops, images, patches
+    from tasks_lib import engine, gitops, images, patches, repos
     from tasks_lib.demo_repo import DEMO_PRS, demo_prs_path, ensure_demo_repo
     from tasks_lib.sources import load_source
 
     source = load_source("demo")
-    repo = gitops.repo_dir(source)
+    repo = repos.repo_dir(source)
     prs = {
         json.loads(x)["number"]: json.loads(x)
         for x in demo_prs_path(ensure_demo_repo()).read_text().splitlines()

@@ -18,13 +18,11 @@ from prefect.logging import get_run_logger
 
 from flows import artifacts
 from flows.runners import task_runner
-from tasks_lib import curation, extraction, gitops
+from tasks_lib import curation, extraction, repos, season_plan
 from tasks_lib.constants import ExtractionStatus
 from tasks_lib.errors import InfraError, InputError
 from tasks_lib.season import Season, load_season
 from tasks_lib.sources import load_source
-
-STAGES = ("crawl", "filter", "distribution")
 
 
 def _logger():
@@ -53,7 +51,7 @@ def filter_stage(source_name: str, out: str) -> str:
 def distribution_stage(season: Season, source_name: str, out: str) -> list[str]:
     path, markdown, warnings = curation.stage_distribution(season, load_source(source_name), Path(out))
     create_markdown_artifact(
-        key=f"distribution-{_key(season.name)}",
+        key=artifacts.key(f"distribution-{season.name}"),
         markdown=markdown + artifacts.inline_png(Path(out) / "distribution.png", "distribution chart"),
         description=f"Distribution check of season {season.name}",
     )
@@ -98,7 +96,7 @@ def extract_pr(
 ) -> dict:
     # The PR's era decides lock files, installer and commands (e.g. poetry before uv).
     source = load_source(source_name).for_era(era)
-    repo = gitops.repo_dir(source, mirror)
+    repo = repos.repo_dir(source, mirror)
     result = extraction.extract(
         source, repo, number, base, head, Path(log_dir), head_runs=head_runs, base_runs=base_runs
     )
@@ -112,10 +110,6 @@ def package_stage(season: Season, source_name: str, out: str, mirror: str | None
     summary = curation.stage_package(season, load_source(source_name), Path(out), mirror)
     curation.export_dataset(season, Path(out))
     return summary
-
-
-def _key(text: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in text.lower())
 
 
 @flow(name="curation-season")
@@ -132,124 +126,70 @@ def curation_season(
 
     `until="distribution"` stops after the offline stages (no container): a first look at a new export.
     """
-    if until not in (None, *STAGES):
-        raise InputError(f"--until: one of {', '.join(STAGES)}, got {until!r}")
-    logger = _logger()
+    if until not in (None, *season_plan.OFFLINE_STAGES):
+        raise InputError(f"--until: one of {', '.join(season_plan.OFFLINE_STAGES)}, got {until!r}")
     spec = load_season(season, sources=sources)
     summaries = {}
     for source_name in spec.sources:
-        source = load_source(source_name)
-        out = spec.out_dir if len(spec.sources) == 1 else spec.out_dir / source_name
+        out = season_plan.source_out_dir(spec, source_name)
         out.mkdir(parents=True, exist_ok=True)
-        crawl(spec, source_name, crawl_method, prs_file, mirror, str(out))
-        if until == "crawl":
-            summaries[source_name] = {"out": str(out), "stopped_after": until}
-            continue
-        filter_stage(source_name, str(out))
-        if until == "filter":
-            summaries[source_name] = {"out": str(out), "stopped_after": until}
-            continue
-        for warning in distribution_stage(spec, source_name, str(out)):
-            logger.warning("distribution: %s", warning)
-        if until == "distribution":
-            summaries[source_name] = {"out": str(out), "stopped_after": until}
-            continue
-
-        repo = gitops.repo_dir(source, mirror)
-        candidates = curation.extraction_candidates(source, out)
-        if limit:
-            candidates = candidates[:limit]
-        logger.info("%s: extracting FAIL_TO_PASS for %d PR(s)", source_name, len(candidates))
-        futures = {}
-        failed = []
-        for pr in candidates:
-            if not (pr.base_commit and pr.head_commit):
-                failed.append(
-                    extraction.ExtractionResult(
-                        pr.number,
-                        ExtractionStatus.INFRA_ERROR,
-                        "",
-                        pr.merge_commit,
-                        error="merge commit not found in the repository",
-                    )
-                )
-                continue
-            era = source.era_for(pr.merged_at)
-            fut = extract_pr.submit(
-                source_name,
-                source.repo,
-                pr.number,
-                pr.base_commit,
-                pr.head_commit,
-                curation.deps_key(source.for_era(era), repo, pr),
-                spec.head_runs,
-                spec.base_runs,
-                str(out / "logs" / f"pr-{pr.number}"),
-                mirror,
-                era,
-            )
-            futures[fut] = pr
-        results = list(failed)
-        for i, fut in enumerate(as_completed(list(futures)), start=1):
-            pr = futures[fut]
-            try:
-                row = fut.result()
-                result = extraction.ExtractionResult.from_row(row)
-            except InfraError as exc:
-                result = extraction.ExtractionResult(
-                    pr.number, ExtractionStatus.INFRA_ERROR, pr.base_commit, pr.head_commit, error=str(exc)
-                )
-            results.append(result)
-            logger.info(
-                "[%d/%d] #%d %s: F2P %d, P2P %d, flaky %d (%.0fs)",
-                i,
-                len(futures),
-                pr.number,
-                result.status,
-                len(result.fail_to_pass),
-                len(result.pass_to_pass),
-                len(result.flaky_tests),
-                result.duration_s,
-            )
-        curation.write_extraction(results, out)
-        summary = package_stage(spec, source_name, str(out), mirror)
-        counts = {}
-        for r in results:
-            counts[str(r.status)] = counts.get(str(r.status), 0) + 1
-        summary.update({"extraction": counts, "out": str(out)})
-        curation.write_season_meta(spec, out, summary)
-        create_table_artifact(
-            key=f"extraction-{_key(season)}-{_key(source_name)}",
-            table=[
-                {
-                    "pr": r.number,
-                    "status": str(r.status),
-                    "f2p": len(r.fail_to_pass),
-                    "p2p": len(r.pass_to_pass),
-                    "flaky": len(r.flaky_tests),
-                    "seconds": r.duration_s,
-                }
-                for r in sorted(results, key=lambda r: r.number)
-            ],
-            description=f"FAIL_TO_PASS extraction, season {season}, source {source_name}",
-        )
-        artifacts.link_outputs(
-            f"season-{season}-{source_name}",
-            [
-                out / n
-                for n in (
-                    "prs.parquet",
-                    "filter.parquet",
-                    "distribution.parquet",
-                    "extraction.parquet",
-                    "instances.parquet",
-                    "rejected.parquet",
-                )
-            ],
-            f"season {season}",
-        )
-        summaries[source_name] = summary
+        summaries[source_name] = _source(spec, source_name, out, crawl_method, prs_file, mirror, limit, until)
     return summaries
+
+
+def _source(spec: Season, source_name: str, out: Path, crawl_method, prs_file, mirror, limit, until) -> dict:
+    logger = _logger()
+    crawl(spec, source_name, crawl_method, prs_file, mirror, str(out))
+    if until == "crawl":
+        return season_plan.stopped(out, until)
+    filter_stage(source_name, str(out))
+    if until == "filter":
+        return season_plan.stopped(out, until)
+    for warning in distribution_stage(spec, source_name, str(out)):
+        logger.warning("distribution: %s", warning)
+    if until == "distribution":
+        return season_plan.stopped(out, until)
+    source = load_source(source_name)
+    jobs, results = season_plan.plan_extractions(spec, source, repos.repo_dir(source, mirror), out, limit)
+    logger.info("%s: extracting FAIL_TO_PASS for %d PR(s)", source_name, len(jobs))
+    futures = {
+        extract_pr.submit(
+            source_name,
+            source.repo,
+            job.number,
+            job.base,
+            job.head,
+            job.deps_key,
+            spec.head_runs,
+            spec.base_runs,
+            job.log_dir,
+            mirror,
+            job.era,
+        ): job
+        for job in jobs
+    }
+    for i, fut in enumerate(as_completed(list(futures)), start=1):
+        try:
+            result = extraction.ExtractionResult.from_row(fut.result())
+        except InfraError as exc:
+            result = season_plan.failed_job(futures[fut], str(exc))
+        results.append(result)
+        logger.info(season_plan.progress(i, len(futures), result))
+    curation.write_extraction(results, out)
+    summary = season_plan.finish_source(
+        spec, out, results, package_stage(spec, source_name, str(out), mirror)
+    )
+    create_table_artifact(
+        key=artifacts.key(f"extraction-{spec.name}-{source_name}"),
+        table=season_plan.extraction_table(results),
+        description=f"FAIL_TO_PASS extraction, season {spec.name}, source {source_name}",
+    )
+    artifacts.link_outputs(
+        f"season-{spec.name}-{source_name}",
+        [out / n for n in season_plan.SEASON_TABLES],
+        f"season {spec.name}",
+    )
+    return summary
 
 
 def run_curation(

@@ -16,13 +16,13 @@ from prefect.futures import as_completed
 
 from flows import artifacts
 from flows.runners import task_runner
-from tasks_lib import evaluation, progress
+from tasks_lib import evaluation, progress, runs
 
 
 @task(cache_policy=NONE, task_run_name="score {instance_id}")
-def score(plan: evaluation.RunPlan, instance_id: str) -> dict:
+def score(plan: runs.RunPlan, instance_id: str) -> dict:
     instance = next(i for i in plan.instances if i["instance_id"] == instance_id)
-    return evaluation.score_planned(plan, instance).to_json()
+    return runs.score_planned(plan, instance).to_json()
 
 
 @flow(name="evaluate-model", log_prints=True)
@@ -38,7 +38,7 @@ def evaluate_model(
     source: str | None = None,
     mirror: str | None = None,
 ) -> dict:
-    plan = evaluation.plan_run(
+    plan = runs.plan_run(
         dataset,
         predictions,
         model,
@@ -56,20 +56,17 @@ def evaluate_model(
     for fut in as_completed(list(futures)):
         v = evaluation.Verdict.from_json(fut.result())
         verdicts[v.instance_id] = v
-        counts["resolved" if v.resolved else ("errored" if v.infra_failure else "failed")] += 1
-        print(
-            f"[{len(verdicts)}/{len(futures)}] {v.instance_id}: {v.status}{' (cached)' if v.cached else ''} — "
-            f"resolved {counts['resolved']}, failed {counts['failed']}, errored {counts['errored']}"
-        )
+        counts[v.kind] += 1
+        print(runs.progress_line(len(verdicts), len(futures), v, counts))
         progress.notify(v, counts, len(futures))
-    report = evaluation.finish_run(plan, verdicts)
+    report = runs.finish_run(plan, verdicts)
     create_markdown_artifact(
-        key=f"report-{_key(plan.run_id)}",
+        key=artifacts.key(f"report-{plan.run_id}"),
         markdown="```\n" + (plan.out_dir / "report.txt").read_text() + "```\n",
         description=f"Evaluation report of {plan.model} (run {plan.run_id})",
     )
     create_table_artifact(
-        key=f"results-{_key(plan.run_id)}",
+        key=artifacts.key(f"results-{plan.run_id}"),
         table=[{"instance": k, "status": v} for k, v in report["instances"].items()],
         description=f"Parquet: {plan.out_dir / 'results.parquet'}, {plan.out_dir / 'tests.parquet'}",
     )
@@ -80,10 +77,6 @@ def evaluate_model(
     )
     report["out_dir"] = str(plan.out_dir)
     return report
-
-
-def _key(text: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in text.lower())[:100]
 
 
 def run_evaluation(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tasks_lib import paths
 from tasks_lib.errors import InputError
+from tasks_lib.instance import TaskInstance
 from tasks_lib.sources import SourceRecord, available_sources, load_source
 
 _LIST_FIELDS = ("fail_to_pass", "pass_to_pass")
@@ -50,7 +51,7 @@ def _read_jsonl(path: Path) -> list[dict]:
     return rows
 
 
-def load_corpus(spec: str | Path) -> list[dict]:
+def load_corpus(spec: str | Path) -> list[TaskInstance]:
     """`spec`: a season name or folder, a .jsonl/.json/.parquet file, a `save_to_disk` folder, or `hf:<id>`."""
     spec = str(spec)
     if spec.startswith("hf:"):
@@ -83,19 +84,24 @@ def load_corpus(spec: str | Path) -> list[dict]:
         rows = pd.read_parquet(path).to_dict("records")
     else:
         raise InputError(f"{path}: unknown corpus format (use .jsonl, .json, .parquet or a dataset folder)")
-    return [_normalise(r) for r in rows]
+    return _instances(rows, path)
 
 
-def _from_disk(path: Path) -> list[dict]:
+def _instances(rows, where) -> list[TaskInstance]:
+    """The corpus's records, normalised and checked once, as typed instances."""
+    return [TaskInstance.load(_normalise(r), where=str(where)) for r in rows]
+
+
+def _from_disk(path: Path) -> list[TaskInstance]:
     import datasets
 
     ds = datasets.load_from_disk(str(path))
     if isinstance(ds, datasets.DatasetDict):
         ds = ds["test"] if "test" in ds else ds[next(iter(ds))]
-    return [_normalise(r) for r in ds]
+    return _instances(ds, path)
 
 
-def _from_hub(dataset_id: str) -> list[dict]:
+def _from_hub(dataset_id: str) -> list[TaskInstance]:
     import datasets
 
     try:
@@ -105,27 +111,31 @@ def _from_hub(dataset_id: str) -> list[dict]:
             f"hf:{dataset_id}: cannot load from the Hugging Face Hub ({type(exc).__name__}: "
             f"{str(exc)[:200]}). Offline? Download it elsewhere, `save_to_disk`, and pass the folder."
         ) from None
-    return [_normalise(r) for r in ds]
+    return _instances(ds, f"hf:{dataset_id}")
 
 
 def select(
-    instances: list[dict], ids: Iterable[str] = (), domains: Iterable[str] = (), tiers: Iterable[str] = ()
-) -> list[dict]:
+    instances: list[TaskInstance],
+    ids: Iterable[str] = (),
+    domains: Iterable[str] = (),
+    tiers: Iterable[str] = (),
+) -> list[TaskInstance]:
     ids, domains, tiers = list(ids), set(domains), set(tiers)
+    instances = [TaskInstance.of(i) for i in instances]
     if ids:
-        known = {i["instance_id"] for i in instances}
+        known = {i.instance_id for i in instances}
         unknown = [i for i in ids if i not in known]
         if unknown:
             raise InputError(f"--ids: unknown instance ids {unknown}")
-        instances = [i for i in instances if i["instance_id"] in set(ids)]
+        instances = [i for i in instances if i.instance_id in set(ids)]
     if domains:
-        instances = [i for i in instances if i["stack_domain"] in domains]
+        instances = [i for i in instances if i.stack_domain in domains]
     if tiers:
-        instances = [i for i in instances if i["contamination_tier"] in tiers]
+        instances = [i for i in instances if i.contamination_tier in tiers]
     return instances
 
 
-def source_for(instance: dict, override: str | None = None) -> SourceRecord:
+def source_for(instance: TaskInstance | dict, override: str | None = None) -> SourceRecord:
     """The source record whose `repo` is the instance's repository (or the one named by --source)."""
     if override:
         return load_source(override)
@@ -139,7 +149,7 @@ def source_for(instance: dict, override: str | None = None) -> SourceRecord:
             repo = tomllib.loads((paths.sources_dir() / f"{name}.toml").read_text()).get("repo")
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
             continue
-        if repo == instance["repo"]:
+        if repo == TaskInstance.of(instance).repo:
             source = load_source(name)
             return source.for_era(source.era_for(instance.get("created_at")))
     raise InputError(

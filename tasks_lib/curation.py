@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tasks_lib import distribution, filtering, gitops, images, packaging, schema, tiering
+from tasks_lib import distribution, filtering, gitops, images, packaging, repos, schema, tiering
 from tasks_lib.constants import HARNESS_VERSION, ExtractionStatus
 from tasks_lib.crawl.base import PullRequest, read_prs_parquet, write_prs_parquet, write_table_atomic
 from tasks_lib.crawl.mirror import resolve_base_commits
@@ -114,7 +114,7 @@ def pr_source(source: SourceRecord, method: str | None, prs_file: str | None, mi
     if method == "mirror":
         from tasks_lib.crawl.mirror import MirrorPRSource
 
-        repo = gitops.repo_dir(source, mirror)
+        repo = repos.repo_dir(source, mirror)
         return MirrorPRSource(repo, source.name, source.repo, source.default_branch)
     if method == "github":
         from tasks_lib.crawl.github import GitHubPRSource
@@ -135,7 +135,7 @@ def stage_crawl(
     since, until = _window_bounds(season)
     prs = list(pr_source(source, method, prs_file, mirror).iter_merged_prs(since, until))
     try:
-        repo = gitops.repo_dir(source, mirror)
+        repo = repos.repo_dir(source, mirror)
     except InputError as exc:
         # An export can be imported, filtered and tabulated without the repository; extraction cannot.
         log.warning("%s: base commits left unresolved (%s)", source.name, exc)
@@ -190,7 +190,7 @@ def read_extraction(out: Path) -> list[ExtractionResult]:
 
 def stage_package(season: Season, source: SourceRecord, out: Path, mirror: str | None = None) -> dict:
     """Packaging, tiering and schema validation: instances.{parquet,jsonl} and rejected.parquet."""
-    repo = gitops.repo_dir(source, mirror)
+    repo = repos.repo_dir(source, mirror)
     prs = {p.number: p for p in read_prs_parquet(out / "prs.parquet")}
     cutoffs = season.target_cutoffs()
     instances, rejected = [], []

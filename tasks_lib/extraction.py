@@ -19,14 +19,9 @@ from tasks_lib import engine, gitops, grading, patches
 from tasks_lib.constants import ExtractionStatus, RunStatus, Side
 from tasks_lib.sources import SourceRecord
 
-_RUN_TO_EXTRACTION = {
-    RunStatus.PATCH_APPLY_FAILED: ExtractionStatus.PATCH_APPLY_FAILED,
-    RunStatus.IMAGE_BUILD_FAILED: ExtractionStatus.IMAGE_BUILD_FAILED,
-    RunStatus.TIMEOUT: ExtractionStatus.TIMEOUT,
-    RunStatus.OUTPUT_LIMIT: ExtractionStatus.OUTPUT_LIMIT,
-    RunStatus.INFRA_ERROR: ExtractionStatus.INFRA_ERROR,
-    RunStatus.PRESTART_FAILED: ExtractionStatus.INFRA_ERROR,
-}
+# A run status that is also an extraction status keeps its name (patch_apply_failed, image_build_failed,
+# timeout, output_limit, infra_error); prestart_failed of the reference solution is infrastructure.
+_BY_VALUE = {str(s) for s in ExtractionStatus} - {"prestart_failed"}
 
 EXTRACTION_SCHEMA = pa.schema(
     [
@@ -36,8 +31,8 @@ EXTRACTION_SCHEMA = pa.schema(
         ("head_commit", pa.string()),
         ("f2p_count", pa.int64()),
         ("p2p_count", pa.int64()),
-        ("fail_to_pass", pa.list_(pa.string())),
-        ("pass_to_pass", pa.list_(pa.string())),
+        ("backend_fail_to_pass", pa.list_(pa.string())),
+        ("backend_pass_to_pass", pa.list_(pa.string())),
         ("frontend_fail_to_pass", pa.list_(pa.string())),
         ("frontend_pass_to_pass", pa.list_(pa.string())),
         ("sides", pa.list_(pa.string())),
@@ -61,8 +56,8 @@ class ExtractionResult:
     status: ExtractionStatus
     base_commit: str
     head_commit: str
-    fail_to_pass: list[str] = field(default_factory=list)  # backend
-    pass_to_pass: list[str] = field(default_factory=list)
+    backend_fail_to_pass: list[str] = field(default_factory=list)
+    backend_pass_to_pass: list[str] = field(default_factory=list)
     frontend_fail_to_pass: list[str] = field(default_factory=list)
     frontend_pass_to_pass: list[str] = field(default_factory=list)
     sides: list[str] = field(default_factory=list)
@@ -80,17 +75,31 @@ class ExtractionResult:
     def to_row(self) -> dict:
         row = asdict(self)
         row["status"] = str(self.status)
-        row["f2p_count"] = len(self.fail_to_pass) + len(self.frontend_fail_to_pass)
-        row["p2p_count"] = len(self.pass_to_pass) + len(self.frontend_pass_to_pass)
+        row["f2p_count"] = len(self.backend_fail_to_pass) + len(self.frontend_fail_to_pass)
+        row["p2p_count"] = len(self.backend_pass_to_pass) + len(self.frontend_pass_to_pass)
         return row
+
+    def set_labels(self, side: Side, labels: grading.Labels) -> None:
+        setattr(self, f"{side}_fail_to_pass", labels.fail_to_pass)
+        setattr(self, f"{side}_pass_to_pass", labels.pass_to_pass)
+        self.flaky_tests += labels.flaky
+        self.unknown_at_base += labels.unknown_at_base
+        self.fallback_used |= labels.fallback_used
+
+    def tests(self, kind: str) -> list[str]:
+        """Both sides' FAIL_TO_PASS ("fail_to_pass") or PASS_TO_PASS ("pass_to_pass")."""
+        return [*getattr(self, f"backend_{kind}"), *getattr(self, f"frontend_{kind}")]
 
     @classmethod
     def from_row(cls, row: dict) -> ExtractionResult:
         row = {k: v for k, v in row.items() if k not in ("f2p_count", "p2p_count")}
+        for old in ("fail_to_pass", "pass_to_pass"):  # a row cached before the lists were named per side
+            if old in row:
+                row[f"backend_{old}"] = row.pop(old)
         row["status"] = ExtractionStatus(row["status"])
         for key in (
-            "fail_to_pass",
-            "pass_to_pass",
+            "backend_fail_to_pass",
+            "backend_pass_to_pass",
             "frontend_fail_to_pass",
             "frontend_pass_to_pass",
             "sides",
@@ -136,17 +145,12 @@ def extract(
     result = ExtractionResult(number, ExtractionStatus.INFRA_ERROR, base, head, log_dir=str(log_dir))
     split = patches.split_patch(gitops.diff(repo, base, head), source)
     if not split.test_patch.strip():
-        result.status = ExtractionStatus.NO_FAIL_TO_PASS
-        result.error = "the PR changes no test file"
+        result.status, result.error = ExtractionStatus.NO_FAIL_TO_PASS, "the PR changes no test file"
         return _done(result, start, log_dir)
     if not split.patch.strip():
-        result.status = ExtractionStatus.TEST_ONLY
-        result.error = "the PR changes only test files"
+        result.status, result.error = ExtractionStatus.TEST_ONLY, "the PR changes only test files"
         return _done(result, start, log_dir)
-
-    sides = []
-    if split.test_patch_backend.strip():
-        sides.append(Side.BACKEND)
+    sides = [Side.BACKEND] if split.test_patch_backend.strip() else []
     if split.test_patch_frontend.strip() and source.frontend is not None:
         sides.append(Side.FRONTEND)
     result.sides = [str(s) for s in sides]
@@ -157,59 +161,73 @@ def extract(
             (engine.PatchInput("gold", split.patch), engine.PatchInput("test_patch", split.test_patch)),
         ),
     }
-    for stack_side in sides:
-        outcomes: dict[str, list[dict]] = {"base": [], "head": []}
-        collection_errors: dict[str, set[str]] = {"base": set(), "head": set()}
-        # Head first: if the reference solution does not run cleanly there is nothing to extract.
-        for when in ("head", "base"):
-            count, chain = chains[when]
-            for i in range(1, count + 1):
-                name = f"{when}-{i}" if stack_side == Side.BACKEND else f"{stack_side}-{when}-{i}"
-                req = engine.RunRequest(
-                    source, repo, base, log_dir / name, chain, side=stack_side, label=f"#{number} {name}"
-                )
-                res = run(req)
-                setattr(result, f"{when}_image", res.image)
-                setattr(result, f"{when}_runs", i)
-                if res.status != RunStatus.COMPLETED:
-                    result.status = _RUN_TO_EXTRACTION[res.status]
-                    result.error = f"{name}: {res.status}: {res.error or ''} (log: {res.log_dir})".strip()
-                    return _done(result, start, log_dir)
-                if res.tampering:
-                    result.status = ExtractionStatus.TAMPERING_SEEN
-                    result.error = f"{name}: the judge's guards tripped: {'; '.join(res.tampering[:3])} (log: {res.log_dir})"
-                    return _done(result, start, log_dir)
-                if when == "head" and (res.collection_errors or not res.suite_ran):
-                    result.status = ExtractionStatus.TEST_COLLECTION_FAILED
-                    result.error = (
-                        f"{name}: the suite did not run cleanly with the reference patch "
-                        f"(collection errors: {res.collection_errors}, exit {res.exit_code})"
-                    )
-                    return _done(result, start, log_dir)
-                outcomes[when].append(res.tests)
-                collection_errors[when] |= set(res.collection_errors)
-
-        if stack_side == Side.BACKEND:
+    for side in sides:
+        runs = _side_runs(source, repo, number, base, log_dir, side, chains, run, result)
+        if runs is None:
+            return _done(result, start, log_dir)
+        outcomes, collection_errors = runs
+        if side == Side.BACKEND:
             added = added_tests(source, repo, base, head, patches.changed_paths(split.test_patch_backend))
         else:
             added = _added_spec_tests(source, split.test_patch_frontend, outcomes["head"])
         labels = grading.extract_labels(
-            outcomes["base"],
-            outcomes["head"],
-            base_collection_errors=collection_errors["base"],
-            added_tests=added,
+            outcomes["base"], outcomes["head"], base_collection_errors=collection_errors, added_tests=added
         )
-        if stack_side == Side.BACKEND:
-            result.fail_to_pass, result.pass_to_pass = labels.fail_to_pass, labels.pass_to_pass
-        else:
-            result.frontend_fail_to_pass = labels.fail_to_pass
-            result.frontend_pass_to_pass = labels.pass_to_pass
-        result.flaky_tests += labels.flaky
-        result.unknown_at_base += labels.unknown_at_base
-        result.fallback_used |= labels.fallback_used
-    has_f2p = result.fail_to_pass or result.frontend_fail_to_pass
+        result.set_labels(side, labels)
+    has_f2p = result.backend_fail_to_pass or result.frontend_fail_to_pass
     result.status = ExtractionStatus.OK if has_f2p else ExtractionStatus.NO_FAIL_TO_PASS
     return _done(result, start, log_dir)
+
+
+def _side_runs(source, repo, number, base, log_dir, side, chains, run, result):
+    """The head runs, then the base runs, of one side: ({when: [outcomes per run]}, base collection errors), or
+    None when a run makes extraction impossible (its reason set on `result`). Head first: if the reference
+    solution does not run cleanly there is nothing to extract."""
+    outcomes: dict[str, list[dict]] = {"base": [], "head": []}
+    base_errors: set[str] = set()
+    for when in ("head", "base"):
+        count, chain = chains[when]
+        for i in range(1, count + 1):
+            name = f"{when}-{i}" if side == Side.BACKEND else f"{side}-{when}-{i}"
+            res = run(
+                engine.RunRequest(
+                    source, repo, base, log_dir / name, chain, side=side, label=f"#{number} {name}"
+                )
+            )
+            setattr(result, f"{when}_image", res.image)
+            setattr(result, f"{when}_runs", i)
+            stop = _why_not(res, when, name)
+            if stop is not None:
+                result.status, result.error = stop
+                return None
+            outcomes[when].append(res.tests)
+            if when == "base":
+                base_errors |= set(res.collection_errors)
+    return outcomes, base_errors
+
+
+def _why_not(res: engine.RunResult, when: str, name: str) -> tuple[ExtractionStatus, str] | None:
+    """Why a run ends the extraction: it did not complete, the guards tripped, or the reference solution's run
+    did not collect cleanly."""
+    if res.status != RunStatus.COMPLETED:
+        status = (
+            ExtractionStatus(str(res.status))
+            if str(res.status) in _BY_VALUE
+            else ExtractionStatus.INFRA_ERROR
+        )
+        return status, f"{name}: {res.status}: {res.error or ''} (log: {res.log_dir})".strip()
+    if res.tampering:
+        why = "; ".join(res.tampering[:3])
+        return (
+            ExtractionStatus.TAMPERING_SEEN,
+            f"{name}: the judge's guards tripped: {why} (log: {res.log_dir})",
+        )
+    if when == "head" and (res.collection_errors or not res.suite_ran):
+        return ExtractionStatus.TEST_COLLECTION_FAILED, (
+            f"{name}: the suite did not run cleanly with the reference patch "
+            f"(collection errors: {res.collection_errors}, exit {res.exit_code})"
+        )
+    return None
 
 
 def _added_spec_tests(source: SourceRecord, test_patch_frontend: str, head_runs: list[dict]) -> set[str]:

@@ -7,17 +7,17 @@ text rewritten in a private temporary directory.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
-import shutil
 import subprocess
 import tempfile
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 from tasks_lib import paths
-from tasks_lib.errors import InputError, PbenchError
-from tasks_lib.sources import SourceRecord
+from tasks_lib.errors import InfraError, PbenchError
 
 _GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
 
@@ -51,49 +51,6 @@ def file_lock(name: str):
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _origin(source: SourceRecord, override: str | Path | None) -> str:
-    if override:
-        if "://" not in str(override) and not Path(override).exists():
-            raise InputError(f"--mirror {override}: no such repository")
-        return str(override)
-    if source.clone.generator:
-        if source.clone.generator != "demo":
-            raise InputError(f"{source.path}: clone.generator: unknown generator {source.clone.generator!r}")
-        from tasks_lib.demo_repo import ensure_demo_repo
-
-        return str(ensure_demo_repo())
-    if source.clone.mirror:
-        mirror = Path(os.path.expanduser(source.clone.mirror))
-        if not mirror.is_absolute():
-            mirror = source.path.parent / mirror
-        if not mirror.exists():
-            raise InputError(f"{source.path}: clone.mirror: {mirror} does not exist (pass --mirror PATH)")
-        return str(mirror)
-    return source.clone.url  # type: ignore[return-value]
-
-
-def repo_dir(source: SourceRecord, mirror_override: str | Path | None = None) -> Path:
-    """A bare clone of the source in the cache, created on first use, refreshed when the origin moves."""
-    origin = _origin(source, mirror_override)
-    dest = paths.cache_dir() / "repos" / f"{source.name}.git"
-    with file_lock(f"repo-{source.name}"):
-        if not dest.exists():
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            tmp = dest.with_name(dest.name + ".tmp")
-            shutil.rmtree(tmp, ignore_errors=True)  # a clone interrupted earlier
-            git(["clone", "--quiet", "--mirror", origin, str(tmp)])
-            tmp.rename(dest)
-        elif Path(origin).exists():
-            # Local origins (the generated demo, a mirror) may be newer than our clone: cheap to refresh.
-            git(["--git-dir", str(dest), "remote", "set-url", "origin", origin])
-            git(["--git-dir", str(dest), "fetch", "--quiet", "--prune", "origin", "+refs/*:refs/*"])
-        # A snapshot must hold every tracked file: neutralise export-ignore / export-subst attributes.
-        info = dest / "info"
-        info.mkdir(exist_ok=True)
-        (info / "attributes").write_text("* -export-ignore -export-subst\n")
-    return dest
 
 
 def commit_exists(repo: Path, sha: str) -> bool:
@@ -164,3 +121,102 @@ def patched_files(contents: dict[str, bytes | None], patches: list[str]) -> dict
             f = root / rel
             out[rel] = f.read_bytes() if f.is_file() else None
         return out
+
+
+# ----------------------------------------------------------------------------- deterministic history
+
+PINNED_GIT_OPTIONS = (
+    "-c", "init.defaultBranch=main",
+    "-c", "commit.gpgsign=false",
+    "-c", "tag.gpgsign=false",
+    "-c", "core.autocrlf=false",
+    "-c", "core.safecrlf=false",
+    "-c", "core.fileMode=true",
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "core.quotePath=false",
+    "-c", "gc.auto=0",
+    "-c", "maintenance.auto=false",
+    "-c", "i18n.commitEncoding=UTF-8",
+    "-c", "diff.renames=false",
+)  # fmt: skip
+
+
+def _git_date(iso: str) -> str:
+    """Git's raw date format (`<epoch> +0000`): unambiguous, whatever the local timezone."""
+    when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    return f"{int(when.timestamp())} +0000"
+
+
+class PinnedGit:
+    """Runs git in one repository with an environment free of the caller's git settings, and writes commits
+    whose ids depend on their contents alone (explicit people and dates, `commit-tree`): the same inputs give
+    byte-identical commit SHAs on any machine."""
+
+    def __init__(self, repo: Path, home: Path):
+        self.repo = repo
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        env.update(
+            HOME=str(home),
+            XDG_CONFIG_HOME=str(home / ".config"),
+            GIT_CONFIG_NOSYSTEM="1",
+            GIT_CONFIG_GLOBAL=os.devnull,
+            GIT_TERMINAL_PROMPT="0",
+            LC_ALL="C",
+            TZ="UTC",
+        )
+        self.env = env
+
+    def __call__(self, *args: str, stdin: str | None = None, extra_env: dict | None = None) -> str:
+        env = {**self.env, **(extra_env or {})}
+        proc = subprocess.run(
+            ["git", *PINNED_GIT_OPTIONS, *args],
+            cwd=self.repo,
+            env=env,
+            input=stdin.encode("utf-8") if stdin is not None else None,
+            capture_output=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise InfraError(
+                f"`git {' '.join(args)}` failed "
+                f"({proc.returncode}): {proc.stderr.decode('utf-8', 'replace').strip()}"
+            )
+        return proc.stdout.decode("utf-8").strip()
+
+    def apply(self, changes: dict[str, str | None]) -> str:
+        """Write the changes into the work tree, stage everything, return the tree id."""
+        for rel, content in sorted(changes.items()):
+            path = self.repo / rel
+            if content is None:
+                path.unlink()
+                with contextlib.suppress(OSError):
+                    path.parent.rmdir()  # git does not track empty directories
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(content.encode("utf-8"))
+        self("add", "--all")
+        return self("write-tree")
+
+    def commit(
+        self,
+        tree: str,
+        parents: list[str],
+        message: str,
+        author,
+        committer,
+        date: str,
+        committer_date: str | None = None,
+    ) -> str:
+        extra_env = {
+            "GIT_AUTHOR_NAME": author.name,
+            "GIT_AUTHOR_EMAIL": author.email,
+            "GIT_AUTHOR_DATE": _git_date(date),
+            "GIT_COMMITTER_NAME": committer.name,
+            "GIT_COMMITTER_EMAIL": committer.email,
+            "GIT_COMMITTER_DATE": _git_date(committer_date or date),
+        }
+        args = ["commit-tree", tree]
+        for parent in parents:
+            args += ["-p", parent]
+        # commit-tree stores the message as given: normalise it like `git commit` would.
+        return self(*args, stdin=message.strip() + "\n", extra_env=extra_env)

@@ -102,12 +102,9 @@ class Grade:
         return self.blame == Blame.HARNESS
 
 
-_RUN_STATUS = {
-    RunStatus.PATCH_APPLY_FAILED: Status.PATCH_APPLY_FAILED,
-    RunStatus.IMAGE_BUILD_FAILED: Status.IMAGE_BUILD_FAILED,
-    RunStatus.TIMEOUT: Status.TIMEOUT,
-    RunStatus.INFRA_ERROR: Status.INFRA_ERROR,
-}
+# A run status that names a verdict status is that status (one vocabulary: patch_apply_failed,
+# image_build_failed, timeout, infra_error); prestart_failed and output_limit have their own rules below.
+_SAME_NAME = {str(s) for s in Status} & {str(r) for r in RunStatus}
 
 
 def grade(
@@ -184,8 +181,8 @@ def _grade(
             note="the output went over the cap: the run was stopped",
             blame=Blame.PATCH,
         )
-    if run_status in _RUN_STATUS:
-        status = _RUN_STATUS[run_status]
+    if str(run_status) in _SAME_NAME:
+        status = Status(str(run_status))
         return Grade(False, status, **counts, blame=Blame(blame) if blame else default_blame(status))
     if run_status == RunStatus.PRESTART_FAILED:
         return Grade(False, Status.TESTS_FAILED, **counts, note="prestart steps failed: the suite never ran")

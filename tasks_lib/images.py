@@ -7,7 +7,6 @@ the dependency files), so the same inputs always name the same tag and a second 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import shutil
@@ -18,10 +17,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks_lib import docker_client, gitops, lockcheck, paths
+from tasks_lib import docker_client, gitops, paths
 from tasks_lib.config import Settings
+
+# What an environment image is made of lives in tasks_lib/envspecs.py; re-exported here, where images are built.
+from tasks_lib.envspecs import (  # noqa: F401
+    INSTALL_COMMANDS,
+    EnvSpec,
+    backend_env_spec,
+    dependency_contents,
+    frontend_env_spec,
+    lock_sha,
+    run_env_specs,
+    sha256_bytes,
+)
 from tasks_lib.errors import ImageBuildError, InfraError, InputError
-from tasks_lib.sources import BackendSpec, SourceRecord
 
 log = logging.getLogger(__name__)
 
@@ -30,37 +40,6 @@ BASE_REPO = "pbench/base"
 POSTGRES_REPO = "pbench/postgres"
 ENV_REPO_PREFIX = "pbench/env"
 KEY_LABEL = "io.prototypebench.key"
-
-INSTALL_COMMANDS = {
-    # uv with the image's system Python (no Python downloads here); dependencies only, the project
-    # itself is importable from the checkout at test time.
-    "uv": (
-        "python3 -m venv /opt/uv && /opt/uv/bin/pip install --no-cache-dir uv && "
-        "cd /deps && /opt/uv/bin/uv sync --frozen --no-install-project --all-extras --all-packages"
-        " --no-install-workspace"
-    ),
-    "pip": (
-        "python3 -m venv /opt/venv && cd /deps/{backend_dir} && "
-        "if [ -f requirements.txt ]; then /opt/venv/bin/pip install --no-cache-dir -r requirements.txt; "
-        "else /opt/venv/bin/pip install --no-cache-dir .; fi"
-    ),
-}
-
-
-def sha256_bytes(*chunks: bytes) -> str:
-    h = hashlib.sha256()
-    for chunk in chunks:
-        h.update(len(chunk).to_bytes(8, "big"))
-        h.update(chunk)
-    return h.hexdigest()
-
-
-def lock_sha(contents: Mapping[str, bytes | None]) -> str:
-    """`sha256:<hex>` of the lock files, as the instance `environment` records it (one file: its hash)."""
-    present = {k: v for k, v in contents.items() if v is not None}
-    if len(present) == 1:
-        return "sha256:" + hashlib.sha256(next(iter(present.values()))).hexdigest()
-    return "sha256:" + sha256_bytes(*(k.encode() + b"\0" + v for k, v in sorted(present.items())))
 
 
 @dataclass(frozen=True)
@@ -272,200 +251,6 @@ def bootstrap(settings: Settings | None = None, say=log.info) -> dict[str, Image
     pg_key = sha256_bytes(base.id.encode(), *(k.encode() + v for k, v in sorted(pg_ctx.items())))
     postgres = _build_keyed(client, POSTGRES_REPO, pg_key, pg_ctx, {"BASE": base.tag}, "postgres")
     return {"base": base, "postgres": postgres}
-
-
-# ----------------------------------------------------------------------------- environment images
-
-
-# Build-context files per side (besides the dependency files under deps/). Run-time helpers (the runner, the
-# injected Playwright config) are shipped per run instead, so a harness change never rebuilds an image.
-CONTEXT_FILES = {
-    "backend": ("backend/Dockerfile",),
-    "frontend": (
-        "frontend/Dockerfile",
-        "frontend/install-toolchain.sh",
-        "frontend/install-deps.sh",
-    ),
-}
-
-
-@dataclass(frozen=True)
-class EnvSpec:
-    """What an environment image is made of. Its key names the tag: same lock, same image."""
-
-    source: str
-    side: str
-    install: str
-    dependency_files: tuple[tuple[str, bytes | None], ...]
-    buildargs: tuple[tuple[str, str], ...] = ()
-    # Packages whose build code the install may run (npm lifecycle scripts): those the base lock needed.
-    allowed_scripts: tuple[str, ...] = ()
-
-    @property
-    def lock_sha(self) -> str:
-        return lock_sha(dict(self.dependency_files))
-
-    def context(self) -> dict[str, bytes]:
-        files = {
-            rel.split("/", 1)[1]: (paths.containers_dir() / rel).read_bytes()
-            for rel in CONTEXT_FILES[self.side]
-        }
-        if self.side == "backend":
-            files["install.sh"] = self.install.encode() + b"\n"
-        else:
-            files["allowed-scripts.txt"] = " ".join(self.allowed_scripts).encode() + b"\n"
-        for rel, data in self.dependency_files:
-            if data is not None:
-                files[f"deps/{rel}"] = data
-        files.setdefault("deps/.keep", b"")
-        return files
-
-    def key(self, base_id: str) -> str:
-        parts = [self.source.encode(), self.side.encode(), self.install.encode(), base_id.encode()]
-        parts += [f"{k}={v}".encode() for k, v in self.buildargs]
-        parts += [rel.encode() + b"\0" + data for rel, data in sorted(self.context().items())]
-        parts += [rel.encode() for rel, data in self.dependency_files if data is None]
-        return sha256_bytes(*parts)
-
-
-def backend_env_spec(
-    source: SourceRecord, contents: Mapping[str, bytes | None], base: Mapping[str, bytes | None] | None = None
-) -> EnvSpec:
-    """The backend environment of `contents`; `base` are the dependency files before the agent's patch (a
-    patched lock may build from source only what the base lock needed to)."""
-    spec: BackendSpec = source.backend
-    install = spec.install_command or INSTALL_COMMANDS[spec.installer].format(backend_dir=spec.dir)
-    missing = [p for p in spec.lock_files if contents.get(p) is None]
-    if len(missing) == len(spec.lock_files):
-        raise ImageBuildError(
-            f"source {source.name}: none of the lock files {list(spec.lock_files)} exist at this commit"
-        )
-    files = tuple((rel, contents.get(rel)) for rel in spec.dependency_files)
-    return EnvSpec(source.name, "backend", _build_policy(spec, contents, base) + install, files)
-
-
-def _build_policy(spec: BackendSpec, contents, base) -> str:
-    """Shell lines that restrict the install of a patched lock: no source build (no package build code) but
-    for the packages the base lock itself builds from source. Empty for the base lock."""
-    if base is None or all(contents.get(p) == base.get(p) for p in spec.dependency_files):
-        return ""
-    uv_locks = [p for p in spec.lock_files if p.endswith("uv.lock")]
-    if uv_locks:
-        text = lambda files: (files.get(uv_locks[0]) or b"").decode("utf-8", "replace")  # noqa: E731
-        allowed = set(lockcheck.uv_source_builds(text(base)))
-        denied = [n for n in lockcheck.uv_package_names(text(contents)) if n not in allowed]
-        if not allowed:
-            return "export UV_NO_BUILD=1\n"
-        return f"export UV_NO_BUILD_PACKAGE='{' '.join(denied)}'\n" if denied else ""
-    return "export PIP_ONLY_BINARY=:all:\n"
-
-
-def frontend_env_spec(
-    source: SourceRecord,
-    contents: Mapping[str, bytes | None],
-    settings: Settings | None = None,
-    base: Mapping[str, bytes | None] | None = None,
-) -> EnvSpec:
-    """Node major and package manager from the source, dependencies from the frontend lock; lifecycle scripts
-    only for the packages the base lock (`base`, before the agent's patch; else the lock itself) needed."""
-    if source.frontend is None:
-        raise ImageBuildError(f"source {source.name}: no [frontend] table, no frontend image")
-    fe = source.frontend
-    present = [p for p in fe.lock_files if contents.get(p) is not None]
-    if not present:
-        raise ImageBuildError(
-            f"source {source.name}: none of the lock files {list(fe.lock_files)} exist at this commit"
-        )
-    install_dir = present[0].rsplit("/", 1)[0] if "/" in present[0] else "."
-    settings = settings or Settings.from_env()
-    args = (
-        ("NODE_MAJOR", fe.node_version.split(".")[0]),
-        ("PACKAGE_MANAGER", fe.package_manager),
-        ("FRONTEND_DIR", fe.dir),
-        ("INSTALL_DIR", install_dir),
-        ("NPM_CONFIG_REGISTRY", settings.npm_registry or ""),
-    )
-    files = tuple((rel, contents.get(rel)) for rel in fe.dependency_files)
-    return EnvSpec(
-        source.name,
-        "frontend",
-        f"{fe.package_manager} node{args[0][1]}",
-        files,
-        args,
-        _allowed_scripts(fe, base if base is not None else contents),
-    )
-
-
-def _allowed_scripts(fe, files: Mapping[str, bytes | None]) -> tuple[str, ...]:
-    text = lambda rel: (files.get(rel) or b"").decode("utf-8", "replace") or None  # noqa: E731
-    if fe.package_manager == "npm":
-        return tuple(
-            n
-            for rel in fe.lock_files
-            if rel.endswith("package-lock.json")
-            for n in lockcheck.npm_install_scripts(text(rel))
-        )
-    return tuple(
-        n
-        for rel in fe.manifest_files
-        if rel.endswith("package.json")
-        for n in lockcheck.bun_trusted(text(rel))
-    )
-
-
-_SPECS: dict[str, tuple] = {}  # one scoring asks for the same chain's specs several times
-
-
-def run_env_specs(
-    source: SourceRecord, repo: Path, commit: str, chain, side: str, settings: Settings | None = None
-) -> tuple[EnvSpec, EnvSpec | None]:
-    """The backend spec and (for a frontend run) the frontend spec of a patch chain: [(diff, untrusted)].
-    The trusted patches alone give the base that decides what the install may run."""
-    settings = settings or Settings.from_env()
-    key = sha256_bytes(
-        repr(source).encode(),
-        str(repo).encode(),
-        commit.encode(),
-        side.encode(),
-        str(settings.npm_registry).encode(),
-        *(patches_key(d, u) for d, u in chain),
-    )
-    if key not in _SPECS:
-        if len(_SPECS) > 256:
-            _SPECS.clear()
-        _SPECS[key] = _run_env_specs(source, repo, commit, chain, side, settings)
-    return _SPECS[key]
-
-
-def patches_key(diff: str, untrusted: bool) -> bytes:
-    from tasks_lib.patches import patch_bytes
-
-    return (b"u" if untrusted else b"t") + patch_bytes(diff)
-
-
-def _run_env_specs(source, repo, commit, chain, side, settings):
-    texts = [d for d, _ in chain]
-    trusted = [d for d, untrusted in chain if not untrusted]
-
-    def both(s: str):
-        """The dependency files after the whole chain, and after its trusted patches only (the base)."""
-        return dependency_contents(source, repo, commit, texts, s), dependency_contents(source, repo, commit, trusted, s)
-
-    contents, base = both("backend")
-    backend = backend_env_spec(source, contents, base)
-    if side != "frontend":
-        return backend, None
-    contents, base = both("frontend")
-    return backend, frontend_env_spec(source, contents, settings, base)
-
-
-def dependency_contents(
-    source: SourceRecord, repo: Path, commit: str, patches: list[str] = (), side: str = "backend"
-) -> dict:
-    """Dependency files at `commit`, after the given patches (a PR that adds a package changes the lock)."""
-    deps = source.backend.dependency_files if side == "backend" else source.frontend.dependency_files
-    contents = {rel: gitops.read_file(repo, commit, rel) for rel in deps}
-    return gitops.patched_files(contents, list(patches)) if patches else contents
 
 
 def ensure_env_image(spec: EnvSpec, settings: Settings | None = None) -> ImageRef:

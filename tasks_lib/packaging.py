@@ -108,11 +108,11 @@ def build_instance(
         "test_patch_backend": split.test_patch_backend,
         "test_patch_frontend": split.test_patch_frontend,
         "fail_to_pass": {
-            "backend": list(extraction.fail_to_pass),
+            "backend": list(extraction.backend_fail_to_pass),
             "frontend": list(extraction.frontend_fail_to_pass),
         },
         "pass_to_pass": {
-            "backend": list(extraction.pass_to_pass),
+            "backend": list(extraction.backend_pass_to_pass),
             "frontend": list(extraction.frontend_pass_to_pass),
         },
         "stack_domain": str(domain) if domain else "backend_only",

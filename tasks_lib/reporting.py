@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tasks_lib import tiering
+from tasks_lib.instance import TaskInstance
 
 RESULTS_SCHEMA = pa.schema(
     [
@@ -71,17 +72,18 @@ def _ts(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-def result_row(run_id: str, model: str, cutoff: date, instance: dict, verdict) -> dict:
+def result_row(run_id: str, model: str, cutoff: date, instance, verdict) -> dict:
+    instance = TaskInstance.of(instance)
     return {
         "run_id": run_id,
         "model": model,
         "model_cutoff": cutoff,
-        "instance_id": instance["instance_id"],
-        "repo": instance["repo"],
-        "stack_domain": instance["stack_domain"],
-        "contamination_tier": instance["contamination_tier"],
-        "created_at": _ts(instance["created_at"]),
-        "after_model_cutoff": tiering.held_out_relative_to(instance["created_at"], cutoff),
+        "instance_id": instance.instance_id,
+        "repo": instance.repo,
+        "stack_domain": instance.stack_domain,
+        "contamination_tier": instance.contamination_tier,
+        "created_at": _ts(instance.created_at),
+        "after_model_cutoff": tiering.held_out_relative_to(instance.created_at, cutoff),
         "resolved": bool(verdict.resolved),
         "status": verdict.status,
         "infra_failure": verdict.infra_failure,
@@ -193,7 +195,10 @@ def text_table(report: dict) -> str:
         lines.append(f"{n:>5}  {status}")
     if report["exit_code_mismatches"]:
         lines += ["", f"exit code contradicted parsed results: {', '.join(report['exit_code_mismatches'])}"]
-    for title, key in (("tampering seen (never a pass)", "tampered"), ("static check flagged", "static_flags")):
+    for title, key in (
+        ("tampering seen (never a pass)", "tampered"),
+        ("static check flagged", "static_flags"),
+    ):
         if report.get(key):
             lines += ["", title]
             lines += [f"  {iid}: {'; '.join(seen)}" for iid, seen in report[key].items()]

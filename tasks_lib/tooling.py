@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
-from tasks_lib import docker_client, paths
+from tasks_lib import docker_client, images, lockcheck, paths
+from tasks_lib.config import Settings
+from tasks_lib.instance import TaskInstance
+from tasks_lib.sources import SourceRecord
 
 RUNNERS = ("pytest", "pluggy", "@playwright/test", "playwright", "playwright-core")
 
@@ -100,3 +104,51 @@ def check(patched: Tooling, base: Tooling, reference: Tooling | None = None) -> 
         problems = []
     allowed = set(base.plugins) | (set(reference.plugins) if reference else set())
     return problems, sorted(allowed)
+
+
+# ----------------------------------------------------------------------------- an agent's dependency change
+
+
+def dependency_problems(
+    source: SourceRecord, repo: Path, instance: TaskInstance, patch: str, settings: Settings
+):
+    """What the agent's change to the dependency files references beyond the package index (patch_invalid)."""
+    out = []
+    for side in ("backend", "frontend") if source.frontend is not None else ("backend",):
+        commit, test_patch = instance.base_commit, instance.test_patch
+        base = images.dependency_contents(source, repo, commit, [test_patch], side)
+        patched = images.dependency_contents(source, repo, commit, [patch, test_patch], side)
+        out += lockcheck.check(base, patched, npm_registry=settings.npm_registry)
+    return out
+
+
+def patched_tooling(source: SourceRecord, repo: Path, instance: TaskInstance, patch: str, settings: Settings):
+    """(problems, allowed pytest plugins) when the agent's patch changes a lock: the patched image's test
+    runners must be the base lock's (or the reference patch's), and only the plugins those have may load."""
+    commit, test_patch = instance.base_commit, instance.test_patch
+    sides = ["backend", "frontend"] if source.frontend is not None else ["backend"]
+
+    def specs(name: str):
+        chain = {
+            "agent": [(patch, True), (test_patch, False)],
+            "base": [(test_patch, False)],
+            "reference": [(instance.patch, True), (test_patch, False)],
+        }[name]
+        return images.run_env_specs(source, repo, commit, chain, sides[-1], settings)
+
+    problems, plugins = [], None
+    agent_specs, base_specs = specs("agent"), specs("base")
+    for i, side in enumerate(sides):
+        agent, base = agent_specs[i], base_specs[i]
+        if agent is None or agent.key("") == base.key(""):
+            continue
+        of = lambda spec: of_image(images.ensure_env_image(spec, settings).id)  # noqa: E731
+        patched, before = of(agent), of(base)
+        reference = None
+        if patched.runner_changes(before) or set(patched.plugins) - set(before.plugins):
+            reference = of(specs("reference")[i])
+        side_problems, allowed = check(patched, before, reference)
+        problems += side_problems
+        if side == "backend":
+            plugins = tuple(allowed)
+    return problems, plugins

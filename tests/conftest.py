@@ -69,8 +69,37 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def room_sizes(root, most: int = 8) -> tuple[list, list]:
+    """The largest files (lines) and functions (lines) outside tests/, of the project's own Python: files over
+    400 lines and functions over 60 (docs/ARCHITECTURE.md, "Room sizes")."""
+    import ast
+    from pathlib import Path
+
+    files, funcs = [], []
+    for path in sorted(Path(root).rglob("*.py")):
+        rel = str(path.relative_to(root))
+        if rel.startswith((".venv/", "data/", ".git/", "tests/")) or "/tests/" in rel:
+            continue
+        text = path.read_text(errors="replace")
+        files.append((text.count("\n") + 1, rel))
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                funcs.append((node.end_lineno - node.lineno + 1, f"{rel}:{node.name}"))
+    big = sorted((f for f in files if f[0] > 400), reverse=True)[:most]
+    long = sorted((f for f in funcs if f[0] > 60), reverse=True)[:most]
+    return big, long
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     tr = terminalreporter
+    # Informational, never a gate: where the house is getting cramped.
+    big, long = room_sizes(config.rootpath)
+    tr.write_line(
+        "room sizes (outside tests/): "
+        + (", ".join(f"{p} {n} lines" for n, p in big) or "no file over 400 lines")
+        + "; "
+        + (", ".join(f"{p}() {n} lines" for n, p in long) or "no function over 60 lines")
+    )
     tr.write_line(
         f"docker-marked tests executed: {_docker_ran['passed'] + _docker_ran['failed']} "
         f"({_docker_ran['passed']} passed, {_docker_ran['failed']} failed)"

@@ -18,6 +18,7 @@ from tasks_lib.sources import SourceRecord
 RUNNER_FILES = (
     "pbench_runner.py",
     "pbench_proc.py",
+    "pbench_rules.py",
     "pbench_protect.py",
     "pbench_pytest.py",
     "pbench_frontend.py",
@@ -123,7 +124,7 @@ def frontend_job(request: RunRequest, selection: list[str], global_timeout_ms: i
             "PBENCH_PW_GLOBAL_TIMEOUT_MS": str(global_timeout_ms),
         },
     }
-    test = {"runner": "playwright", "selection": selection}
+    test = {"runner": fe.runner, "selection": selection}
     job_ = job(request, fe.dir, list(fe.prestart), test, canaries, frontend=frontend, frontend_dir=fe.dir)
     return job_, canaries
 

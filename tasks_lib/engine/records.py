@@ -38,7 +38,7 @@ class PatchInput:
 @dataclass(frozen=True)
 class RunRequest:
     source: SourceRecord
-    repo: Path  # the source's cached bare clone (gitops.repo_dir)
+    repo: Path  # the source's cached bare clone (repos.repo_dir)
     commit: str
     log_dir: Path
     patches: tuple[PatchInput, ...] = ()

@@ -57,10 +57,8 @@ def env_images(
 
 def _run_tests(request: RunRequest, settings: Settings) -> RunResult:
     start = time.monotonic()
-    spec_timeout = (
-        request.source.frontend if request.side == Side.FRONTEND else request.source.backend
-    ).timeout_s
-    timeout = request.timeout_s or spec_timeout
+    side_spec = request.source.frontend if request.side == Side.FRONTEND else request.source.backend
+    timeout = request.timeout_s or side_spec.timeout_s
     deadline = start + timeout
     log_dir = Path(request.log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -75,58 +73,16 @@ def _run_tests(request: RunRequest, settings: Settings) -> RunResult:
     result.image, result.image_id, result.image_built = image.tag, image.id, image.built
     result.lock_sha = spec.lock_sha
     result.timings["image_s"] = round(time.monotonic() - start, 3)
-
     stack = Stack(docker_client.get(), uuid.uuid4().hex[:12])
-    container = None
     try:
         stack.create_network()
         t0 = time.monotonic()
         service_env = services.start_services(stack, request.source, settings, deadline)
         result.timings["services_s"] = round(time.monotonic() - t0, 3)
         snapshot = gitops.archive(request.repo, request.commit)
-        if request.side == Side.FRONTEND:
-            server = _backend_serve(
-                stack, request, backend_image, service_env, snapshot, settings, deadline, result
-            )
-            if server is None:
-                return finish(result, log_dir, start)
-            selection = playwright_report.selection_args(request.selection) if request.selection else []
-            left_ms = int(max(30.0, deadline - time.monotonic() - 60) * 1000)
-            job, canaries = jobs.frontend_job(request, selection, left_ms)
-            env = jobs.frontend_env(request.source)
-        else:
-            job, canaries = jobs.backend_job(request)
-            env = jobs.backend_env(request.source, service_env)
-        container = stack.sandbox(image.tag, "tests", env, settings)
-        (log_dir / "job.json").write_text(jobs.trace(job))
-        t0 = time.monotonic()
-        container.put_archive("/work/repo", snapshot)
-        container.put_archive("/pbench", jobs.archive(request, job, request.side == Side.FRONTEND))
-        result.timings["copy_s"] = round(time.monotonic() - t0, 3)
-        t0 = time.monotonic()
-        container.start()
-        runner_exit = _wait(container, deadline, timeout, request, result, log_dir)
-        result.timings["container_s"] = round(time.monotonic() - t0, 3)
-        copy_logs(container, log_dir / "container.log")
-        for c in stack.containers[:-1]:
-            copy_logs(c, log_dir / f"{c.name.rsplit('-', 1)[-1]}.log", tail=200)
-        extract_out(container, log_dir, request.output_cap)
-        if request.side == Side.FRONTEND:
-            extract_out(server, log_dir / "backend-serve", request.output_cap)
-        if runner_exit is None:
-            result.blame = results.blame_for_stop(log_dir)
-            if result.blame == Blame.HARNESS:
-                result.status = RunStatus.INFRA_ERROR
-                result.error = f"wall-clock timeout of {timeout}s before the patch's code started"
-        else:
-            runner = "playwright" if request.side == Side.FRONTEND else request.source.backend.runner
-            results.reader_for(runner)(
-                result,
-                log_dir,
-                runner_exit,
-                canaries,
-                frontend_dir=getattr(request.source.frontend, "dir", ""),
-            )
+        planned = _side_job(stack, request, backend_image, service_env, snapshot, settings, deadline, result)
+        if planned is not None:
+            _run_side(stack, request, image, planned, snapshot, settings, deadline, timeout, result)
     except services.ServiceTimeout as exc:
         result.status, result.error, result.blame = RunStatus.INFRA_ERROR, str(exc), Blame.HARNESS
     except TimeoutError as exc:  # the backend-serve container never answered: its code had started
@@ -138,6 +94,54 @@ def _run_tests(request: RunRequest, settings: Settings) -> RunResult:
     finally:
         stack.close()
     return finish(result, log_dir, start)
+
+
+def _side_job(stack, request, backend_image, service_env, snapshot, settings, deadline, result):
+    """(job, canaries, container env, backend-serve container or None) of the run's side; None when a
+    frontend run's backend never served (the result says why)."""
+    if request.side != Side.FRONTEND:
+        job, canaries = jobs.backend_job(request)
+        return job, canaries, jobs.backend_env(request.source, service_env), None
+    server = _backend_serve(stack, request, backend_image, service_env, snapshot, settings, deadline, result)
+    if server is None:
+        return None
+    selection = playwright_report.selection_args(request.selection) if request.selection else []
+    left_ms = int(max(30.0, deadline - time.monotonic() - 60) * 1000)
+    job, canaries = jobs.frontend_job(request, selection, left_ms)
+    return job, canaries, jobs.frontend_env(request.source), server
+
+
+def _run_side(stack, request, image, planned, snapshot, settings, deadline, timeout, result) -> None:
+    """The side's container: its job, its run, its outputs and logs copied to the trace folder, its result read
+    by the reader of the runner the source names."""
+    job, canaries, env, server = planned
+    log_dir = Path(request.log_dir)
+    container = stack.sandbox(image.tag, "tests", env, settings)
+    (log_dir / "job.json").write_text(jobs.trace(job))
+    t0 = time.monotonic()
+    container.put_archive("/work/repo", snapshot)
+    container.put_archive("/pbench", jobs.archive(request, job, request.side == Side.FRONTEND))
+    result.timings["copy_s"] = round(time.monotonic() - t0, 3)
+    t0 = time.monotonic()
+    container.start()
+    runner_exit = _wait(container, deadline, timeout, request, result, log_dir)
+    result.timings["container_s"] = round(time.monotonic() - t0, 3)
+    copy_logs(container, log_dir / "container.log")
+    for c in stack.containers[:-1]:
+        copy_logs(c, log_dir / f"{c.name.rsplit('-', 1)[-1]}.log", tail=200)
+    extract_out(container, log_dir, request.output_cap)
+    if server is not None:
+        extract_out(server, log_dir / "backend-serve", request.output_cap)
+    if runner_exit is None:
+        result.blame = results.blame_for_stop(log_dir)
+        if result.blame == Blame.HARNESS:
+            result.status = RunStatus.INFRA_ERROR
+            result.error = f"wall-clock timeout of {timeout}s before the patch's code started"
+        return
+    side_spec = request.source.frontend if request.side == Side.FRONTEND else request.source.backend
+    results.reader_for(side_spec.runner)(
+        result, log_dir, runner_exit, canaries, frontend_dir=getattr(request.source.frontend, "dir", "")
+    )
 
 
 def _wait(container, deadline, timeout, request, result, log_dir) -> int | None:

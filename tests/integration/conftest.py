@@ -21,9 +21,9 @@ def demo_source():
 
 @pytest.fixture(scope="session")
 def demo_repo(demo_source):
-    from tasks_lib import gitops
+    from tasks_lib import repos
 
-    return gitops.repo_dir(demo_source)
+    return repos.repo_dir(demo_source)
 
 
 @pytest.fixture(scope="session")

@@ -123,7 +123,7 @@ def _score(iid, patch, tmp_path):
         [
             sys.executable,
             "-m",
-            "tasks_lib.cli",
+            "cli.pbench",
             "score",
             iid,
             "--patch",

@@ -168,7 +168,7 @@ def test_test_container_killed_mid_run_is_retried_as_infrastructure(curated_demo
 
 
 def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tasks_lib.cli", *args]
+    return [sys.executable, "-m", "cli.pbench", *args]
 
 
 def test_flow_process_killed_after_the_first_verdict_resumes(curated_demo, fresh_cache, container_counter):

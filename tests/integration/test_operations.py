@@ -78,7 +78,7 @@ def test_deployments_run_on_a_local_prefect_server(curated_demo, prefect_server)
     project's setup creates the global concurrency limits; a worker runs an evaluation with small parameters."""
     env = prefect_server
     res = subprocess.run(
-        [sys.executable, "-m", "tasks_lib.cli", "limits", "--docker-slots", "2"],
+        [sys.executable, "-m", "cli.pbench", "limits", "--docker-slots", "2"],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -540,7 +540,7 @@ def test_one_bad_answer_never_sinks_a_run_or_loses_a_result(tmp_path, bad, demo)
 
 def _pbench(*args, env):
     return subprocess.run(
-        [sys.executable, "-m", "tasks_lib.cli", *args],
+        [sys.executable, "-m", "cli.pbench", *args],
         capture_output=True,
         env={**os.environ, "COLUMNS": "400", **env},
         timeout=120,

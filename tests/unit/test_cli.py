@@ -15,7 +15,7 @@ IID = "fastapi__full-stack-fastapi-template-1396"
 
 def _pbench(*args, env=None):
     return subprocess.run(
-        [sys.executable, "-m", "tasks_lib.cli", *args],
+        [sys.executable, "-m", "cli.pbench", *args],
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},
@@ -67,7 +67,7 @@ def test_publish_needs_a_token_and_never_internal_only(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
     env.update(_season(tmp_path))
     res = subprocess.run(
-        [sys.executable, "-m", "tasks_lib.cli", "publish", "--season", "pub", "--repo-id", "o/d"],
+        [sys.executable, "-m", "cli.pbench", "publish", "--season", "pub", "--repo-id", "o/d"],
         capture_output=True,
         text=True,
         env=env,

@@ -169,7 +169,7 @@ def test_frontend_lock_matches_the_manifest(repo: Path) -> None:
     """Rule: frontend/package-lock.json is the embedded data file, and it locks exactly the manifest's
     dependencies (what `npm ci` checks) under the manifest's name."""
     root = git(repo, "rev-list", "--max-parents=0", "HEAD")
-    data_file = Path(demo_repo.__file__).with_name("demo_frontend") / "package-lock.json"
+    data_file = demo_repo.data_dir() / "commits" / "initial" / "frontend" / "package-lock.json"
     lock_text = git(repo, "show", f"{root}:frontend/package-lock.json")
     assert lock_text == data_file.read_text(encoding="utf-8").strip()
     lock = json.loads(lock_text)

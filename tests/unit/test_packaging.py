@@ -190,8 +190,8 @@ def _extraction(base: str, head: str, **over) -> ExtractionResult:
         status=ExtractionStatus.OK,
         base_commit=base,
         head_commit=head,
-        fail_to_pass=["tests/test_items.py::test_archive"],
-        pass_to_pass=["tests/test_items.py::test_old"],
+        backend_fail_to_pass=["tests/test_items.py::test_archive"],
+        backend_pass_to_pass=["tests/test_items.py::test_old"],
     )
     values.update(over)
     return ExtractionResult(**values)

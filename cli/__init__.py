@@ -1,0 +1,1 @@
+"""The `pbench` command line (cli/pbench.py): the composition root, above flows and the library."""

@@ -1,0 +1,35 @@
+"""The `pbench` application object and what its commands share: the console, the corpus option, Prefect."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from tasks_lib.constants import ExitCode
+
+app = typer.Typer(
+    no_args_is_help=True, add_completion=False, help="PrototypeBench curation and evaluation harness."
+)
+images_app = typer.Typer(no_args_is_help=True, help="Base, service and environment images.")
+app.add_typer(images_app, name="images")
+# soft_wrap: never insert line breaks. Scripts, CI logs and operators grep one-line errors and copy paths out
+# of them; on a terminal the terminal wraps long lines itself, without breaking a path inside.
+console = Console(stderr=True, soft_wrap=True)
+
+DEFAULT_DATASET = "demo"
+DATASET_HELP = (
+    "Corpus: a season name or folder, a .jsonl/.json/.parquet file, a saved dataset folder, or hf:<id>."
+)
+
+
+def fail(message: str, code: int = ExitCode.HARNESS_ERROR):
+    console.print(f"[red]error:[/red] {escape(message)}")
+    raise typer.Exit(code)
+
+
+def prefect():
+    """Configure Prefect (result storage, cache location, local API) before the first flow runs."""
+    from tasks_lib import prefect_env
+
+    prefect_env.configure()

@@ -1,0 +1,155 @@
+"""Curation and the corpus: curate a season, publish it, list its instances, show an agent packet."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from cli.app import DATASET_HELP, DEFAULT_DATASET, app, console, prefect
+from tasks_lib.errors import InputError
+
+
+@app.command()
+def curate(
+    season: str = typer.Option("demo", help="Season definition (data/season_defs/NAME.toml)."),
+    source: list[str] = typer.Option([], help="Source name(s); default: the season's sources."),
+    crawl: str | None = typer.Option(
+        None, help="Crawl method: export, mirror or github (default by source)."
+    ),
+    prs_file: Path | None = typer.Option(None, help="A `gh pr list --json` export to import."),
+    mirror: Path | None = typer.Option(None, help="Local mirror of the source repository."),
+    limit: int | None = typer.Option(None, help="Extract at most N PRs (highest priority first)."),
+    until: str | None = typer.Option(None, help="Stop after this stage: crawl, filter or distribution."),
+):
+    """Run a curation season: crawl, filter, distribution, extraction, packaging, validation, tiering."""
+    if prs_file is not None and not prs_file.is_file():
+        raise InputError(f"--prs-file {prs_file}: no such file")
+    prefect()
+    from flows.curation import run_curation
+
+    summaries = run_curation(
+        season,
+        sources=list(source) or None,
+        crawl_method=crawl,
+        prs_file=str(prs_file) if prs_file else None,
+        mirror=str(mirror) if mirror else None,
+        limit=limit,
+        until=until,
+    )
+    for name, summary in summaries.items():
+        if "stopped_after" in summary:
+            _print_offline_summary(name, Path(summary["out"]), summary["stopped_after"])
+            continue
+        console.print(
+            f"[bold]{name}[/bold]: {summary['instances']} instance(s), {summary['rejected']} rejected "
+            f"by schema, extraction {summary['extraction']} -> {summary['out']}"
+        )
+
+
+def _print_offline_summary(name: str, out: Path, stage: str) -> None:
+    """Counts per stage and per rejection reason, from the files the stages wrote."""
+    import pandas as pd
+
+    prs = pd.read_parquet(out / "prs.parquet")
+    console.print(f"[bold]{name}[/bold]: crawl {len(prs)} merged PR(s) -> {out / 'prs.parquet'}")
+    if stage == "crawl":
+        return
+    verdicts = pd.read_parquet(out / "filter.parquet")
+    kept = int(verdicts["kept"].sum())
+    console.print(f"filter: {kept} kept, {len(verdicts) - kept} rejected")
+    reasons = verdicts.loc[~verdicts["kept"], "reasons"].explode().value_counts()
+    for reason, n in reasons.items():
+        console.print(f"  {n:>4}  {reason}", highlight=False)
+    if stage == "distribution":
+        dist = pd.read_parquet(out / "distribution.parquet")
+        for row in dist[dist["dimension"] == "domain"].itertuples():
+            console.print(f"distribution: {row.value:14} {row.count:>4}  {row.fraction:.0%}", highlight=False)
+
+
+@app.command()
+def publish(
+    season: str = typer.Option(..., help="Season whose export (data/seasons/SEASON/hf) to publish."),
+    repo_id: str = typer.Option(..., help="Hugging Face dataset repository, e.g. org/prototypebench-s1."),
+    private: bool = typer.Option(True, help="Create the dataset repository as private."),
+    tier: list[str] = typer.Option(["public"], help="Contamination tiers to publish (never internal_only)."),
+):
+    """Optional: push a season's `datasets` export to the Hugging Face Hub. Needs HF_TOKEN; never required."""
+    import os
+
+    from tasks_lib import paths
+
+    token = os.environ.get("HF_TOKEN")
+    if not token:
+        raise InputError(
+            "publish: set HF_TOKEN to a Hugging Face token with write access (it is never logged)"
+        )
+    if "internal_only" in tier:
+        raise InputError("--tier internal_only: internal-only tasks are never published")
+    hf_dir = paths.seasons_dir() / season / "hf"
+    if not hf_dir.is_dir():
+        raise InputError(
+            f"--season {season}: no export at {hf_dir} (run `pbench curate --season {season}` first)"
+        )
+    import datasets
+
+    dd = datasets.load_from_disk(str(hf_dir))
+    dd = dd.filter(lambda row: row["contamination_tier"] in set(tier))
+    dd.push_to_hub(repo_id, token=token, private=private)
+    console.print(f"published {sum(len(s) for s in dd.values())} instance(s) of tiers {tier} to {repo_id}")
+
+
+def _corpus(dataset: str) -> list:
+    from tasks_lib import corpus
+
+    return corpus.load_corpus(dataset)
+
+
+@app.command("list")
+def list_cmd(dataset: str = typer.Option(DEFAULT_DATASET, help=DATASET_HELP)):
+    """The corpus, one line per instance."""
+    for inst in _corpus(dataset):
+        f2p = len(inst.fail_to_pass.backend) + len(inst.fail_to_pass.frontend)
+        p2p = len(inst.pass_to_pass.backend) + len(inst.pass_to_pass.frontend)
+        typer.echo(
+            f"{inst.instance_id:48} {inst.stack_domain:14} {inst.contamination_tier:13} "
+            f"F2P {f2p:>3}  P2P {p2p:>4}  {inst.created_at[:10]}"
+        )
+
+
+def _instance(dataset: str, instance_id: str):
+    for inst in _corpus(dataset):
+        if inst.instance_id == instance_id:
+            return inst
+    raise InputError(f"{instance_id}: not in corpus {dataset}")
+
+
+AGENT_FIELDS = (
+    "instance_id",
+    "repo",
+    "base_commit",
+    "problem_statement",
+    "stack_domain",
+    "environment",
+    "created_at",
+)
+
+
+@app.command()
+def show(
+    instance_id: str = typer.Argument(...),
+    dataset: str = typer.Option(DEFAULT_DATASET, help=DATASET_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Emit the agent packet as JSON."),
+):
+    """The agent packet: problem statement, repo, base commit, environment. Never tests, patch or hints."""
+    inst = _instance(dataset, instance_id)
+    packet = {k: inst[k] for k in AGENT_FIELDS}
+    if as_json:
+        typer.echo(json.dumps(packet, indent=2, ensure_ascii=False))
+        return
+    typer.echo(
+        f"{packet['instance_id']}  ({packet['stack_domain']})\nrepo {packet['repo']} at {packet['base_commit']}"
+    )
+    typer.echo("environment: " + ", ".join(f"{k}={v}" for k, v in packet["environment"].items() if v))
+    typer.echo("\n" + packet["problem_statement"])

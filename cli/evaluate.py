@@ -1,0 +1,231 @@
+"""Evaluation: score one patch, evaluate a model, report, the harness self-test, the demo."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+
+from cli.app import DATASET_HELP, DEFAULT_DATASET, app, console, prefect
+from cli.corpus import _instance, curate
+from tasks_lib.constants import ExitCode
+from tasks_lib.errors import InputError
+
+
+@app.command()
+def score(
+    instance_id: str = typer.Argument(...),
+    patch: str = typer.Option(..., help="A unified diff file, or the specials 'gold' / 'empty'."),
+    out: Path | None = typer.Option(None, help="Folder for verdict.json and the trace."),
+    dataset: str = typer.Option(DEFAULT_DATASET, help=DATASET_HELP),
+    source: str | None = typer.Option(None, help="Source record (default: by the instance's repo)."),
+    mirror: Path | None = typer.Option(None, help="Local mirror of the source repository."),
+):
+    """Score one patch: exit 0 resolved, 1 not resolved, 2 the harness could not run."""
+    from tasks_lib import corpus, evaluation, paths
+    from tasks_lib.predictions import Prediction, PredictionFormat
+
+    inst = _instance(dataset, instance_id)
+    if patch in ("gold", "empty"):
+        text, fmt = (inst.patch if patch == "gold" else ""), PredictionFormat(patch)
+    else:
+        p = Path(patch)
+        if not p.is_file():
+            raise InputError(f"--patch {patch}: no such file (or use 'gold' / 'empty')")
+        # Bytes as written: no newline translation (a CRLF file's patch keeps its CRs), no decoding error.
+        text, fmt = p.read_bytes().decode("utf-8", errors="surrogateescape"), PredictionFormat.DIFF
+    prediction = Prediction(instance_id, "cli", text, fmt)
+    src = corpus.source_for(inst, source)
+    repo = evaluation.repo_for(src, mirror)
+    out = out or paths.runs_dir() / "score" / f"{instance_id}-{prediction.patch_sha256[:12]}"
+    verdict = evaluation.score_instance(inst, prediction, src, repo, out / "logs")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "verdict.json").write_text(json.dumps(verdict.to_json(), indent=2))
+    color = "green" if verdict.resolved else ("red" if not verdict.infra_failure else "yellow")
+    console.print(
+        f"[{color}]{verdict.status}[/{color}]  F2P {verdict.f2p_passed}/{verdict.f2p_total}  "
+        f"P2P {verdict.p2p_passed}/{verdict.p2p_total}  {escape(verdict.note)}  ->  {escape(str(out))}",
+        highlight=False,
+    )
+    # A patch that is not a diff is malformed input, like infrastructure trouble: the harness could not run.
+    if verdict.status == "patch_invalid" or verdict.infra_failure:
+        raise typer.Exit(ExitCode.HARNESS_ERROR)
+    raise typer.Exit(ExitCode.RESOLVED if verdict.resolved else ExitCode.NOT_RESOLVED)
+
+
+def _evaluate(
+    dataset,
+    predictions,
+    model,
+    model_cutoff,
+    run_id,
+    max_workers,
+    ids=(),
+    domains=(),
+    tiers=(),
+    source=None,
+    mirror=None,
+    dask_address=None,
+    dask_workers=None,
+) -> dict:
+    from tasks_lib import runs
+
+    # Bad input (corpus, predictions, model, cutoff, run folder) is refused before Prefect starts: inside
+    # a flow run the refusal would come after a server start-up, logged with a traceback.
+    runs.plan_run(
+        dataset,
+        predictions,
+        model,
+        model_cutoff,
+        run_id,
+        ids=ids,
+        domains=domains,
+        tiers=tiers,
+        source=source,
+        mirror=str(mirror) if mirror else None,
+    )
+    prefect()
+    from flows import evaluation as eval_flow
+    from tasks_lib import progress
+
+    with _verdict_progress(model) as on_verdict:
+        progress.CALLBACKS.append(on_verdict)
+        try:
+            return eval_flow.run_evaluation(
+                max_workers=max_workers,
+                dask_address=dask_address,
+                dask_workers=dask_workers,
+                dataset=dataset,
+                predictions=predictions,
+                model=model,
+                model_cutoff=model_cutoff,
+                run_id=run_id,
+                ids=list(ids),
+                domains=list(domains),
+                tiers=list(tiers),
+                source=source,
+                mirror=str(mirror) if mirror else None,
+            )
+        finally:
+            progress.CALLBACKS.remove(on_verdict)
+
+
+@contextlib.contextmanager
+def _verdict_progress(model: str):
+    """A live bar on a terminal; elsewhere (CI logs, pipes) nothing more than the flow's own line per verdict."""
+
+    def counts_text(counts) -> str:
+        return f"resolved {counts['resolved']} · failed {counts['failed']} · errored {counts['errored']}"
+
+    if not console.is_terminal:
+        # The flow prints one plain line per verdict already; a bar rendered into a log would be cut at 80
+        # columns.
+        yield lambda *_: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[counts]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+        redirect_stdout=False,  # a proxied stdout holds a lock that Dask cannot pickle with task context
+        redirect_stderr=False,
+    ) as bar:
+        job = bar.add_task(escape(model), total=None, counts="")
+
+        def on_bar(v, counts, total):
+            bar.update(job, total=total, advance=1, counts=counts_text(counts))
+
+        yield on_bar
+
+
+@app.command()
+def evaluate(
+    predictions: str = typer.Option(..., help="Predictions file (JSONL/JSON), or 'gold' / 'empty'."),
+    model: str = typer.Option(..., help="Model id (stored with the run)."),
+    model_cutoff: str = typer.Option(..., help="The model's disclosed training cutoff, YYYY-MM-DD."),
+    run_id: str | None = typer.Option(None, help="Run folder name (default: model + predictions hash)."),
+    max_workers: int = typer.Option(2, min=1, help="Instances scored in parallel."),
+    dataset: str = typer.Option(DEFAULT_DATASET, help=DATASET_HELP),
+    ids: list[str] = typer.Option([], "--id", help="Only these instance ids."),
+    domain: list[str] = typer.Option([], help="Only these stack domains."),
+    tier: list[str] = typer.Option([], help="Only these contamination tiers."),
+    source: str | None = typer.Option(None, help="Source record (default: by each instance's repo)."),
+    mirror: Path | None = typer.Option(None, help="Local mirror of the source repository."),
+    dask_address: str | None = typer.Option(
+        None, help="Run the fan-out on this Dask scheduler (tcp://host:8786)."
+    ),
+    dask_workers: int | None = typer.Option(
+        None, help="Run the fan-out on a local Dask cluster of N workers."
+    ),
+):
+    """Evaluate one model's predictions: data/runs/<run_id>/ with Parquet results and a report."""
+    report = _evaluate(
+        dataset,
+        predictions,
+        model,
+        model_cutoff,
+        run_id,
+        max_workers,
+        ids,
+        domain,
+        tier,
+        source,
+        mirror,
+        dask_address=dask_address,
+        dask_workers=dask_workers,
+    )
+    typer.echo((Path(report["out_dir"]) / "report.txt").read_text())
+
+
+@app.command()
+def report(run_dirs: list[Path] = typer.Argument(..., help="Run folders (data/runs/<run_id>).")):
+    """Aggregate one or many runs into a leaderboard: models x domains x tiers, failures by kind."""
+    from tasks_lib import reporting
+
+    typer.echo(reporting.leaderboard(run_dirs))
+
+
+@app.command()
+def validate(
+    dataset: str = typer.Option(DEFAULT_DATASET, help=DATASET_HELP),
+    max_workers: int = typer.Option(2, min=1),
+    source: str | None = typer.Option(None),
+    mirror: Path | None = typer.Option(None),
+):
+    """Harness self-test: `gold` must resolve every instance and `empty` none. Exit 1 on any exception."""
+    problems = []
+    for special, want in (("gold", True), ("empty", False)):
+        rep = _evaluate(
+            dataset,
+            special,
+            f"self-test-{special}",
+            "1970-01-01",
+            None,
+            max_workers,
+            source=source,
+            mirror=mirror,
+        )
+        out = Path(rep["out_dir"])
+        typer.echo((out / "report.txt").read_text())
+        for iid, status in rep["instances"].items():
+            if (status == "resolved") != want:
+                problems.append(f"{special}: {iid} is {status} (trace: {out / 'logs' / iid})")
+    if problems:
+        console.print("[red]self-test failed[/red]:\n  " + "\n  ".join(problems), highlight=False)
+        raise typer.Exit(1)
+    console.print("[green]self-test passed[/green]: gold resolves every instance, empty none")
+
+
+@app.command()
+def demo(max_workers: int = typer.Option(2, min=1)):
+    """The main job on the embedded demo source: curation season `demo`, then gold/empty evaluation."""
+    curate(season="demo", source=[], crawl=None, prs_file=None, mirror=None, limit=None, until=None)
+    validate(dataset="demo", max_workers=max_workers, source=None, mirror=None)

@@ -1,0 +1,143 @@
+"""Operations: images, concurrency limits, cleanup, and one engine run by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from cli.app import app, console, images_app, prefect
+from tasks_lib.constants import ExitCode
+from tasks_lib.errors import InputError
+
+
+@images_app.command("bootstrap")
+def images_bootstrap():
+    """Build (or find) the base and Postgres images. A second call builds nothing."""
+    from tasks_lib import images
+
+    refs = images.bootstrap(say=lambda m: console.print(f"[dim]{m}[/dim]"))
+    for name, ref in refs.items():
+        state = f"built in {ref.seconds:.0f}s" if ref.built else "cached"
+        console.print(f"{name:9} {ref.tag}  {ref.id[:19]}  {state}")
+
+
+@images_app.command("list")
+def images_list():
+    """Images this project built, with their content keys."""
+    from tasks_lib import images
+
+    for row in images.list_images():
+        typer.echo(
+            f"{', '.join(row['tags']) or '<untagged>'}\t{row['size_mb']} MB\tkey={str(row['key'])[:16]}"
+        )
+
+
+@images_app.command("env")
+def images_env(
+    source: str = typer.Option("demo", help="Source name (data/sources/NAME.toml) or path."),
+    commit: str = typer.Option("HEAD", help="Commit whose dependency files define the image."),
+    mirror: Path | None = typer.Option(
+        None, help="Local mirror of the source repository (overrides the record)."
+    ),
+):
+    """Build (or find) the backend environment image for a commit's lock files."""
+    from tasks_lib import gitops, images, repos
+    from tasks_lib.sources import load_source
+
+    src = load_source(source)
+    repo = repos.repo_dir(src, mirror)
+    sha = gitops.resolve(repo, commit)
+    spec = images.backend_env_spec(src, images.dependency_contents(src, repo, sha))
+    ref = images.ensure_env_image(spec)
+    state = f"built in {ref.seconds:.0f}s, log {ref.log_path}" if ref.built else "cached"
+    typer.echo(f"{ref.tag}  lock {spec.lock_sha[:23]}  {state}")
+
+
+@images_app.command("prune")
+def images_prune(
+    older_than_days: float = typer.Option(30.0, min=0, help="Remove env images unused for this many days."),
+    dry_run: bool = typer.Option(False, help="Only list what would be removed."),
+):
+    """Free disk: remove environment images not used recently (rebuilt from their lock when needed again)."""
+    from tasks_lib import images
+
+    rows = images.prune_env_images(older_than_days, dry_run)
+    for row in rows:
+        typer.echo(
+            f"{'would remove' if dry_run else 'removed'} {', '.join(row['tags'])}  {row['size_mb']} MB  "
+            f"last used {row['last_used']}"
+        )
+    typer.echo(f"{len(rows)} image(s), {sum(r['size_mb'] for r in rows):.0f} MB")
+
+
+@app.command()
+def limits(
+    docker_slots: int = typer.Option(2, min=1, help="Test stacks running at once on this host."),
+    github_per_hour: int = typer.Option(4000, min=1, help="GitHub API calls per hour (of the 5000 allowed)."),
+):
+    """Create or update the Prefect global concurrency limits (Docker slots of this host, GitHub API)."""
+    prefect()
+    from tasks_lib import limits as limits_mod
+
+    for name, spec in limits_mod.ensure_limits(docker_slots, github_per_hour).items():
+        typer.echo(
+            f"{name}: limit {spec['limit']}, decay {spec['slot_decay_per_second']:.3f}/s, "
+            f"active {spec['active']}"
+        )
+
+
+@app.command()
+def cleanup(
+    all_owners: bool = typer.Option(False, "--all", help="Every owner's objects, not only PBENCH_OWNER's."),
+):
+    """Remove the containers, networks and volumes left by an interrupted run (by the project's labels)."""
+    from tasks_lib import engine
+
+    counts = engine.cleanup_leftovers(all_owners)
+    typer.echo(", ".join(f"{v} {k}" for k, v in counts.items()) + " removed")
+
+
+@app.command("run-tests")
+def run_tests_cmd(
+    commit: str = typer.Argument(..., help="Commit (or rev) to check out."),
+    source: str = typer.Option("demo", help="Source name or path."),
+    patch: list[Path] = typer.Option([], help="Patch files, applied in order."),
+    select: list[str] = typer.Option([], help="Test ids or files to run (default: the whole suite)."),
+    out: Path | None = typer.Option(None, help="Log folder (default: data/cache/adhoc/<commit>)."),
+    mirror: Path | None = typer.Option(None, help="Local mirror of the source repository."),
+):
+    """Run one source's tests at a commit with patches, through the engine (debugging aid)."""
+    from tasks_lib import engine, gitops, paths, repos
+    from tasks_lib.sources import load_source
+
+    src = load_source(source)
+    repo = repos.repo_dir(src, mirror)
+    sha = gitops.resolve(repo, commit)
+    patches = []
+    for p in patch:
+        if not p.is_file():
+            raise InputError(f"--patch {p}: no such file")
+        patches.append(engine.PatchInput(p.stem, p.read_text()))
+    log_dir = out or paths.cache_dir() / "adhoc" / sha[:12]
+    result = engine.run_tests(engine.RunRequest(src, repo, sha, log_dir, tuple(patches), tuple(select)))
+    counts: dict[str, int] = {}
+    for outcome in result.tests.values():
+        counts[outcome] = counts.get(outcome, 0) + 1
+    typer.echo(
+        json.dumps(
+            {
+                "status": result.status,
+                "suite_ran": result.suite_ran,
+                "exit_code": result.exit_code,
+                "outcomes": counts,
+                "collection_errors": result.collection_errors,
+                "timings": result.timings,
+                "log_dir": result.log_dir,
+                "error": result.error,
+            },
+            indent=2,
+        )
+    )
+    raise typer.Exit(0 if result.status == "completed" else ExitCode.HARNESS_ERROR)

@@ -1,0 +1,67 @@
+"""`pbench`: the operators', evaluators' and analysts' command line, and the project's composition root: it
+parses, then calls flows or the library (which never import it). Thin: heavy modules load lazily.
+
+Exit codes (ARCHITECTURE.md): 0 resolved / success, 1 not resolved (a meaningful result), 2 the harness
+could not run (bad input, infrastructure). Never 0 on an error.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+
+import typer
+from rich.markup import escape
+
+from cli import corpus, evaluate, ops  # noqa: F401  (their commands register on the app)
+from cli.app import app, console
+from tasks_lib.constants import ExitCode
+from tasks_lib.errors import InputError, PbenchError
+
+
+def _on_sigterm(signum, frame):
+    # Turn SIGTERM into KeyboardInterrupt so every `finally` removes its containers.
+    raise KeyboardInterrupt
+
+
+def main() -> None:
+    logging.basicConfig(
+        level=os.environ.get("PBENCH_LOG_LEVEL", "WARNING"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        rc = app(standalone_mode=False)
+    except typer.Exit as exc:
+        rc = exc.exit_code
+    except (typer.BadParameter, typer.Abort) as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        sys.exit(ExitCode.HARNESS_ERROR)
+    except InputError as exc:
+        _print_error(exc)
+        sys.exit(ExitCode.HARNESS_ERROR)
+    except PbenchError as exc:
+        _print_error(exc)
+        sys.exit(ExitCode.HARNESS_ERROR)
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/yellow]: finished work is kept; rerun the same command to resume")
+        sys.exit(130)
+    except Exception as exc:
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(ExitCode.HARNESS_ERROR)
+        raise
+    sys.exit(rc or 0)
+
+
+def _print_error(exc: PbenchError) -> None:
+    # Messages quote user input ("[acme__app-1]", "[/x]"): print it as written, never as Rich markup.
+    console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+
+
+if __name__ == "__main__":
+    main()

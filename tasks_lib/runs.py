@@ -1,0 +1,156 @@
+"""A whole evaluation run: what is checked before any container (corpus, predictions, model, cutoff, run folder),
+the scoring of each planned instance, and the run's outputs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+from tasks_lib import evaluation, gitops, paths
+from tasks_lib.config import Settings
+from tasks_lib.constants import HARNESS_VERSION
+from tasks_lib.evaluation import Verdict
+from tasks_lib.instance import TaskInstance
+from tasks_lib.predictions import Prediction
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    run_id: str
+    model: str
+    model_cutoff: str
+    out_dir: Path
+    instances: list[TaskInstance]
+    predictions: dict[str, Prediction]
+    source_override: str | None = None
+    mirror: str | None = None
+
+
+def plan_run(
+    dataset: str,
+    predictions_path: str,
+    model: str,
+    model_cutoff: str,
+    run_id: str | None = None,
+    ids: Sequence[str] = (),
+    domains: Sequence[str] = (),
+    tiers: Sequence[str] = (),
+    source: str | None = None,
+    mirror: str | None = None,
+) -> RunPlan:
+    """Everything checked before a container starts: corpus, predictions, model id and cutoff, run folder."""
+    from tasks_lib import corpus, predictions
+    from tasks_lib.errors import InputError
+
+    cutoff = _model_and_cutoff(model, model_cutoff)
+    instances = corpus.select(corpus.load_corpus(dataset), ids, domains, tiers)
+    if not instances:
+        raise InputError(f"{dataset}: no instances selected")
+    by_id = {i.instance_id: i for i in instances}
+
+    def files_reader(iid: str):
+        inst = by_id[iid]
+        repo = evaluation.repo_for(corpus.source_for(inst, source), mirror)
+
+        def read(path: str) -> str | None:
+            data = gitops.read_file(repo, inst.base_commit, path)
+            return data.decode("utf-8", errors="surrogateescape") if data is not None else None
+
+        return read
+
+    preds = predictions.load_predictions(
+        predictions_path,
+        list(by_id),
+        default_model=model,
+        gold_patches={i: by_id[i].patch for i in by_id},
+        files_reader=files_reader,
+    )
+    pred_by_id = {p.instance_id: p for p in preds}
+    if predictions_path not in predictions.SPECIALS:
+        instances = [i for i in instances if i.instance_id in pred_by_id]
+    fingerprint = hashlib.sha256(
+        "\0".join(f"{i}:{pred_by_id[i].patch_sha256}" for i in sorted(pred_by_id)).encode()
+    ).hexdigest()[:12]
+    run_id = run_id or f"{_slug(model)}-{fingerprint}"
+    meta = {
+        "run_id": run_id,
+        "model": model,
+        "model_cutoff": str(cutoff),
+        "dataset": str(dataset),
+        "predictions": str(predictions_path),
+        "predictions_fingerprint": fingerprint,
+        "harness_version": HARNESS_VERSION,
+    }
+    out_dir = _run_folder(run_id, meta)
+    return RunPlan(run_id, model, str(cutoff), out_dir, instances, pred_by_id, source, mirror)
+
+
+def _model_and_cutoff(model: str, model_cutoff: str) -> date:
+    from tasks_lib import tiering
+    from tasks_lib.errors import InputError
+
+    if not model or not model.strip():
+        raise InputError("--model: a model id is required (it is stored with the run)")
+    cutoff = tiering.parse_date(model_cutoff, "--model-cutoff")
+    if cutoff is None:
+        raise InputError("--model-cutoff: the model's disclosed training cutoff (YYYY-MM-DD) is required")
+    return cutoff
+
+
+def _run_folder(run_id: str, meta: dict) -> Path:
+    """The run's folder with its metadata; one of another model, cutoff or set of predictions is refused
+    (runs are never overwritten silently)."""
+    from tasks_lib.errors import InputError
+
+    out_dir = paths.runs_dir() / run_id
+    meta_path = out_dir / "run.json"
+    if meta_path.exists():
+        old = json.loads(meta_path.read_text())
+        if not all(old.get(k) == meta[k] for k in ("model", "model_cutoff", "predictions_fingerprint")):
+            raise InputError(
+                f"--run-id {run_id}: {out_dir} already holds a run of another model, cutoff or set "
+                "of predictions; choose another run id (runs are never overwritten silently)"
+            )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    meta_path.write_text(json.dumps(meta, indent=2))
+    return out_dir
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "model"
+
+
+def score_planned(plan: RunPlan, instance: TaskInstance, settings: Settings | None = None) -> Verdict:
+    from tasks_lib import corpus
+
+    source = corpus.source_for(instance, plan.source_override)
+    repo = evaluation.repo_for(source, plan.mirror)
+    prediction = plan.predictions[instance.instance_id]
+    trace = plan.out_dir / "logs" / instance.instance_id
+    return evaluation.score_instance(instance, prediction, source, repo, trace, settings=settings)
+
+
+def finish_run(plan: RunPlan, verdicts: dict[str, Verdict]) -> dict:
+    from tasks_lib import reporting
+
+    cutoff = date.fromisoformat(plan.model_cutoff)
+    rows, tests = [], []
+    for inst in plan.instances:
+        v = verdicts[inst.instance_id]
+        rows.append(reporting.result_row(plan.run_id, plan.model, cutoff, inst, v))
+        tests += reporting.test_rows(plan.run_id, plan.model, v)
+    meta = json.loads((plan.out_dir / "run.json").read_text())
+    return reporting.write_run_outputs(plan.out_dir, rows, tests, meta)
+
+
+def progress_line(done: int, total: int, verdict: Verdict, counts) -> str:
+    cached = " (cached)" if verdict.cached else ""
+    return (
+        f"[{done}/{total}] {verdict.instance_id}: {verdict.status}{cached} — resolved {counts['resolved']}, "
+        f"failed {counts['failed']}, errored {counts['errored']}"
+    )

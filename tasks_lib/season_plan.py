@@ -1,0 +1,124 @@
+"""The decisions of a curation season, as plain functions (the flow only wires them to Prefect tasks): where a
+source's outputs go, which PRs are extracted and with what cache-key inputs, what stands for a PR whose commits
+are missing, how results are counted and shown, and the names of the output files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tasks_lib import curation
+from tasks_lib.constants import ExtractionStatus
+from tasks_lib.extraction import ExtractionResult
+from tasks_lib.season import Season
+from tasks_lib.sources import SourceRecord
+
+# Stages after which `--until` may stop (no container runs before the extraction).
+OFFLINE_STAGES = ("crawl", "filter", "distribution")
+# The Parquet outputs of one source of a season, in the order of the stages that write them.
+SEASON_TABLES = (
+    "prs.parquet",
+    "filter.parquet",
+    "distribution.parquet",
+    "extraction.parquet",
+    "instances.parquet",
+    "rejected.parquet",
+)
+
+
+def source_out_dir(season: Season, source_name: str) -> Path:
+    """A one-source season writes into its folder; a multi-source season one folder per source."""
+    return season.out_dir if len(season.sources) == 1 else season.out_dir / source_name
+
+
+def stopped(out: Path, stage: str) -> dict:
+    """The summary of a source whose season stopped after an offline stage (`--until`)."""
+    return {"out": str(out), "stopped_after": stage}
+
+
+@dataclass(frozen=True)
+class ExtractionJob:
+    """One PR to extract, with every input that decides its result (its cache key) and where it logs."""
+
+    number: int
+    base: str
+    head: str
+    deps_key: str
+    era: str | None
+    log_dir: str
+
+
+def plan_extractions(
+    season: Season, source: SourceRecord, repo: Path, out: Path, limit: int | None = None
+) -> tuple[list[ExtractionJob], list[ExtractionResult]]:
+    """The season's extractions of one source, highest priority first (at most `limit`), and the results
+    that stand for PRs whose commits are not in the repository."""
+    candidates = curation.extraction_candidates(source, out)
+    if limit:
+        candidates = candidates[:limit]
+    jobs, missing = [], []
+    for pr in candidates:
+        if not (pr.base_commit and pr.head_commit):
+            missing.append(
+                ExtractionResult(
+                    pr.number,
+                    ExtractionStatus.INFRA_ERROR,
+                    "",
+                    pr.merge_commit,
+                    error="merge commit not found in the repository",
+                )
+            )
+            continue
+        era = source.era_for(pr.merged_at)
+        jobs.append(
+            ExtractionJob(
+                pr.number,
+                pr.base_commit,
+                pr.head_commit,
+                curation.deps_key(source.for_era(era), repo, pr),
+                era,
+                str(out / "logs" / f"pr-{pr.number}"),
+            )
+        )
+    return jobs, missing
+
+
+def failed_job(job: ExtractionJob, error: str) -> ExtractionResult:
+    """What stands for an extraction that ended in infrastructure trouble after its retries."""
+    return ExtractionResult(job.number, ExtractionStatus.INFRA_ERROR, job.base, job.head, error=error)
+
+
+def progress(i: int, total: int, result: ExtractionResult) -> str:
+    return (
+        f"[{i}/{total}] #{result.number} {result.status}: F2P {len(result.backend_fail_to_pass)}, "
+        f"P2P {len(result.backend_pass_to_pass)}, flaky {len(result.flaky_tests)} ({result.duration_s:.0f}s)"
+    )
+
+
+def status_counts(results: list[ExtractionResult]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[str(r.status)] = counts.get(str(r.status), 0) + 1
+    return counts
+
+
+def extraction_table(results: list[ExtractionResult]) -> list[dict]:
+    """One row per PR, by number: what the extraction artifact shows."""
+    return [
+        {
+            "pr": r.number,
+            "status": str(r.status),
+            "f2p": len(r.backend_fail_to_pass),
+            "p2p": len(r.backend_pass_to_pass),
+            "flaky": len(r.flaky_tests),
+            "seconds": r.duration_s,
+        }
+        for r in sorted(results, key=lambda r: r.number)
+    ]
+
+
+def finish_source(season: Season, out: Path, results: list[ExtractionResult], package_summary: dict) -> dict:
+    """The source's summary (packaging, extraction counts, folder), kept as the season's run metadata."""
+    summary = {**package_summary, "extraction": status_counts(results), "out": str(out)}
+    curation.write_season_meta(season, out, summary)
+    return summary

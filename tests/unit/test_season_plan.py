@@ -1,0 +1,109 @@
+"""The decisions of a curation season (tasks_lib/season_plan.py) and the typed task instance
+(tasks_lib/instance.py): plain functions the flows only wire."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tasks_lib import curation, season_plan
+from tasks_lib.constants import ExtractionStatus
+from tasks_lib.errors import InputError
+from tasks_lib.extraction import ExtractionResult
+from tasks_lib.instance import TaskInstance
+from tasks_lib.season import load_season
+from tasks_lib.sources import load_source
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "instance-1396.jsonl"
+
+
+def _pr(number: int, base: str | None = "a" * 40, head: str = "b" * 40):
+    """What planning reads of a crawled PR (tasks_lib.crawl.base.PullRequest)."""
+    return SimpleNamespace(
+        number=number,
+        base_commit=base,
+        head_commit=head,
+        merge_commit="c" * 40,
+        merged_at="2025-03-24T12:00:00Z",
+    )
+
+
+def test_one_source_writes_into_the_season_folder_several_into_one_folder_each():
+    demo = load_season("demo")
+    assert season_plan.source_out_dir(demo, "demo") == demo.out_dir
+    two = demo.__class__(**{**demo.__dict__, "sources": ("demo", "other")})
+    assert season_plan.source_out_dir(two, "other") == demo.out_dir / "other"
+
+
+def test_plan_keeps_the_priority_order_the_limit_and_stands_in_for_missing_commits(monkeypatch, tmp_path):
+    """Rule: the extractions come in the candidates' order, at most `limit`; a PR whose commits are not in the
+    repository is not extracted, an infra_error result stands for it; every job carries its cache-key inputs
+    (lock hashes, era) and its own log folder."""
+    prs = [_pr(5), _pr(3, base=None), _pr(8)]
+    monkeypatch.setattr(curation, "extraction_candidates", lambda source, out: prs)
+    monkeypatch.setattr(curation, "deps_key", lambda source, repo, pr: f"locks-{pr.number}")
+    season, source = load_season("demo"), load_source("demo")
+    jobs, missing = season_plan.plan_extractions(season, source, tmp_path / "repo", tmp_path, limit=2)
+    assert [j.number for j in jobs] == [5]
+    assert jobs[0].deps_key == "locks-5" and jobs[0].era == "pip"
+    assert jobs[0].log_dir == str(tmp_path / "logs" / "pr-5")
+    assert [(m.number, m.status) for m in missing] == [(3, ExtractionStatus.INFRA_ERROR)]
+    assert "not found" in missing[0].error
+    jobs, _ = season_plan.plan_extractions(season, source, tmp_path / "repo", tmp_path)
+    assert [j.number for j in jobs] == [5, 8]
+
+
+def test_counts_table_and_progress_of_results():
+    results = [
+        ExtractionResult(
+            5, ExtractionStatus.OK, "a", "b", backend_fail_to_pass=["t1"], backend_pass_to_pass=["t2", "t3"]
+        ),
+        ExtractionResult(3, ExtractionStatus.NO_FAIL_TO_PASS, "a", "b"),
+        ExtractionResult(4, ExtractionStatus.OK, "a", "b", frontend_fail_to_pass=["f1"]),
+    ]
+    assert season_plan.status_counts(results) == {"ok": 2, "no_fail_to_pass": 1}
+    assert [r["pr"] for r in season_plan.extraction_table(results)] == [3, 4, 5]
+    assert season_plan.progress(1, 3, results[0]).startswith("[1/3] #5 ok: F2P 1, P2P 2, flaky 0")
+    assert results[2].tests("fail_to_pass") == ["f1"] and results[0].tests("pass_to_pass") == ["t2", "t3"]
+
+
+def test_finish_source_keeps_counts_and_folder_in_the_season_metadata(tmp_path):
+    season = load_season("demo")
+    results = [ExtractionResult(5, ExtractionStatus.OK, "a", "b")]
+    summary = season_plan.finish_source(season, tmp_path, results, {"valid": 1})
+    assert summary == {"valid": 1, "extraction": {"ok": 1}, "out": str(tmp_path)}
+    assert json.loads((tmp_path / "season.json").read_text())["latest"]["extraction"] == {"ok": 1}
+
+
+def test_a_task_instance_is_typed_and_reads_like_its_record():
+    """Rule: a corpus record is checked once and read by attribute; it stays a read-only mapping of the
+    record (exports, the schema check and analysts see the same fields)."""
+    record = json.loads(FIXTURE.read_text())
+    inst = TaskInstance.load(record, where="fixture")
+    assert inst.instance_id == record["instance_id"] and inst["pr_number"] == record["pr_number"]
+    assert inst.tests("backend") == (record["fail_to_pass"]["backend"], record["pass_to_pass"]["backend"])
+    assert inst.sides() == ["backend"] and dict(inst) == record and inst == record
+    with pytest.raises(TypeError):
+        inst["repo"] = "x"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("drop", "field"), [("base_commit", "base_commit"), ("fail_to_pass", "fail_to_pass")]
+)
+def test_a_record_missing_what_the_harness_reads_is_refused_naming_it(drop, field):
+    record = json.loads(FIXTURE.read_text())
+    del record[drop]
+    with pytest.raises(InputError, match=f"field '{field}' is missing") as info:
+        TaskInstance.load(record, where="corpus.jsonl")
+    assert "corpus.jsonl" in str(info.value) and record["instance_id"] in str(info.value)
+
+
+def test_a_flat_record_without_a_domain_gets_the_one_its_tests_say():
+    record = json.loads(FIXTURE.read_text())
+    del record["stack_domain"]
+    assert TaskInstance.load(record).stack_domain == "backend_only"
+    record["fail_to_pass"] = {"backend": ["a"], "frontend": ["b"]}
+    assert TaskInstance.load(record).stack_domain == "fullstack"
