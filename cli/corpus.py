@@ -26,6 +26,16 @@ def curate(
     """Run a curation season: crawl, filter, distribution, extraction, packaging, validation, tiering."""
     if prs_file is not None and not prs_file.is_file():
         raise InputError(f"--prs-file {prs_file}: no such file")
+    # Choices are checked before Prefect starts (a typo costs no server start-up and no flow run).
+    from tasks_lib.crawl.base import CRAWLED_FROM
+    from tasks_lib.season_plan import OFFLINE_STAGES
+
+    if crawl is not None and crawl not in CRAWLED_FROM:
+        raise InputError(f"--crawl: one of {', '.join(sorted(CRAWLED_FROM))}, got {crawl!r}")
+    if until is not None and until not in OFFLINE_STAGES:
+        raise InputError(f"--until: one of {', '.join(OFFLINE_STAGES)}, got {until!r}")
+    if limit is not None and limit < 1:
+        raise InputError(f"--limit: a positive number of PRs, got {limit}")
     prefect()
     from flows.curation import run_curation
 

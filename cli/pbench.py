@@ -32,8 +32,11 @@ def main() -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     signal.signal(signal.SIGTERM, _on_sigterm)
+    # `--debug` anywhere on the line (or PBENCH_DEBUG=1): an unexpected error shows its traceback.
+    debug = "--debug" in sys.argv[1:] or os.environ.get("PBENCH_DEBUG") == "1"
+    args = [a for a in sys.argv[1:] if a != "--debug"]
     try:
-        rc = app(standalone_mode=False)
+        rc = app(args=args, standalone_mode=False)
     except typer.Exit as exc:
         rc = exc.exit_code
     except (typer.BadParameter, typer.Abort) as exc:
@@ -49,12 +52,20 @@ def main() -> None:
         console.print("[yellow]interrupted[/yellow]: finished work is kept; rerun the same command to resume")
         sys.exit(130)
     except Exception as exc:
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
+        if callable(getattr(exc, "show", None)) and hasattr(exc, "exit_code"):
+            exc.show()  # a usage error (click's, or the copy typer ships): its own message, exit 2
             sys.exit(ExitCode.HARNESS_ERROR)
-        raise
+        if debug:
+            raise
+        # Never exit 1 by accident (1 is "not resolved" for `pbench score`): an unexpected error is the
+        # harness's, exit 2, one line.
+        reason = " ".join(str(exc).split()) or "no message"
+        console.print(
+            f"[red]error:[/red] unexpected {type(exc).__name__}: {escape(reason)}; "
+            "rerun with --debug for the traceback",
+            highlight=False,
+        )
+        sys.exit(ExitCode.HARNESS_ERROR)
     sys.exit(rc or 0)
 
 

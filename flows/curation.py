@@ -93,6 +93,7 @@ def extract_pr(
     log_dir: str,
     mirror: str | None,
     era: str | None = None,
+    harness_key: str = "",
 ) -> dict:
     # The PR's era decides lock files, installer and commands (e.g. poetry before uv).
     source = load_source(source_name).for_era(era)
@@ -165,6 +166,7 @@ def _source(spec: Season, source_name: str, out: Path, crawl_method, prs_file, m
             job.log_dir,
             mirror,
             job.era,
+            job.harness_key,
         ): job
         for job in jobs
     }

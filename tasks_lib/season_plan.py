@@ -46,6 +46,9 @@ class ExtractionJob:
     deps_key: str
     era: str | None
     log_dir: str
+    # The harness version, the source record of the PR's era and the container recipes (runner included):
+    # a harness fix or a record change re-extracts instead of reusing a cached result.
+    harness_key: str = ""
 
 
 def plan_extractions(
@@ -70,17 +73,35 @@ def plan_extractions(
             )
             continue
         era = source.era_for(pr.merged_at)
+        era_source = source.for_era(era)
         jobs.append(
             ExtractionJob(
                 pr.number,
                 pr.base_commit,
                 pr.head_commit,
-                curation.deps_key(source.for_era(era), repo, pr),
+                curation.deps_key(era_source, repo, pr),
                 era,
                 str(out / "logs" / f"pr-{pr.number}"),
+                harness_key(era_source),
             )
         )
     return jobs, missing
+
+
+def harness_key(source: SourceRecord) -> str:
+    """sha256 of what of the harness decides an extraction besides its commits and locks."""
+    import dataclasses
+    import hashlib
+
+    from tasks_lib import paths
+    from tasks_lib.constants import HARNESS_VERSION
+
+    h = hashlib.sha256(HARNESS_VERSION.encode())
+    h.update(repr(dataclasses.replace(source, path=Path(source.name))).encode())
+    root = paths.containers_dir()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
 
 
 def failed_job(job: ExtractionJob, error: str) -> ExtractionResult:
@@ -90,8 +111,8 @@ def failed_job(job: ExtractionJob, error: str) -> ExtractionResult:
 
 def progress(i: int, total: int, result: ExtractionResult) -> str:
     return (
-        f"[{i}/{total}] #{result.number} {result.status}: F2P {len(result.backend_fail_to_pass)}, "
-        f"P2P {len(result.backend_pass_to_pass)}, flaky {len(result.flaky_tests)} ({result.duration_s:.0f}s)"
+        f"[{i}/{total}] #{result.number} {result.status}: F2P {len(result.tests('fail_to_pass'))}, "
+        f"P2P {len(result.tests('pass_to_pass'))}, flaky {len(result.flaky_tests)} ({result.duration_s:.0f}s)"
     )
 
 

@@ -13,6 +13,8 @@ from tasks_lib.constants import HARNESS_VERSION, Blame, Status, default_blame
 
 @dataclass
 class TestRow:
+    __test__ = False  # a record, not a pytest class
+
     side: str
     test_id: str
     expected: str  # fail_to_pass | pass_to_pass

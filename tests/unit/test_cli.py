@@ -104,3 +104,42 @@ def test_errors_are_never_wrapped_whatever_the_path_length(tmp_path):
     missing = str(deep / "missing.jsonl")
     res = _pbench("list", "--dataset", missing, env=env)
     assert res.returncode == 2 and _one_line_with(res.stderr, missing), res.stderr
+
+
+def test_a_usage_error_is_exit_2_without_a_traceback():
+    res = _pbench("no-such-command")
+    assert res.returncode == 2 and "No such command" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_an_unexpected_error_is_exit_2_on_one_line_and_the_traceback_only_with_debug(monkeypatch, capsys):
+    """Rule: exit 1 means "not resolved"; a crash inside any command is the harness's (2), one line."""
+    import pytest
+
+    import cli.pbench as entry
+
+    def boom(**_):
+        raise RuntimeError("state went\nsideways")
+
+    monkeypatch.setattr(entry, "app", boom)
+    monkeypatch.setattr(sys, "argv", ["pbench", "score", "x"])
+    with pytest.raises(SystemExit) as done:
+        entry.main()
+    err = capsys.readouterr().err
+    assert done.value.code == 2
+    assert "unexpected RuntimeError: state went sideways" in err and "--debug" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    monkeypatch.setattr(sys, "argv", ["pbench", "--debug", "score", "x"])
+    with pytest.raises(RuntimeError):
+        entry.main()
+
+
+def test_curate_choices_are_refused_before_prefect_starts(tmp_path):
+    """A typo in --until / --crawl / --limit: exit 2 naming the option, and no Prefect server was started."""
+    for args, option in (
+        (["--until", "filtr"], "--until"),
+        (["--crawl", "gitlab"], "--crawl"),
+        (["--limit", "0"], "--limit"),
+    ):
+        res = _pbench("curate", "--season", "demo", *args, env={"PBENCH_OUTPUT_DIR": str(tmp_path)})
+        assert res.returncode == 2 and option in res.stderr, res.stderr
+        assert "Starting temporary server" not in res.stderr and "Traceback" not in res.stderr

@@ -68,6 +68,8 @@ def test_counts_table_and_progress_of_results():
     assert [r["pr"] for r in season_plan.extraction_table(results)] == [3, 4, 5]
     assert season_plan.progress(1, 3, results[0]).startswith("[1/3] #5 ok: F2P 1, P2P 2, flaky 0")
     assert results[2].tests("fail_to_pass") == ["f1"] and results[0].tests("pass_to_pass") == ["t2", "t3"]
+    # A frontend-only PR counts its Playwright tests, not "F2P 0".
+    assert season_plan.progress(3, 3, results[2]).startswith("[3/3] #4 ok: F2P 1, P2P 0")
 
 
 def test_finish_source_keeps_counts_and_folder_in_the_season_metadata(tmp_path):
@@ -107,3 +109,27 @@ def test_a_flat_record_without_a_domain_gets_the_one_its_tests_say():
     assert TaskInstance.load(record).stack_domain == "backend_only"
     record["fail_to_pass"] = {"backend": ["a"], "frontend": ["b"]}
     assert TaskInstance.load(record).stack_domain == "fullstack"
+
+
+def test_the_harness_key_changes_with_the_harness_version_the_record_and_the_runner(monkeypatch, tmp_path):
+    """Rule: a cached extraction is reused only by the same harness: version, source record (of the era) and
+    container recipes are part of its key; where the record file lies is not."""
+    import dataclasses
+    import shutil
+
+    from tasks_lib import constants, paths
+
+    source = load_source("demo")
+    key = season_plan.harness_key(source)
+    assert season_plan.harness_key(dataclasses.replace(source, path=tmp_path / "demo.toml")) == key
+    changed = dataclasses.replace(source, backend=dataclasses.replace(source.backend, timeout_s=7))
+    assert season_plan.harness_key(changed) != key
+    monkeypatch.setattr(constants, "HARNESS_VERSION", "9.9.9")
+    assert season_plan.harness_key(source) != key
+    monkeypatch.undo()
+    copy = tmp_path / "containers"
+    shutil.copytree(paths.containers_dir(), copy)
+    monkeypatch.setattr(paths, "containers_dir", lambda: copy)
+    assert season_plan.harness_key(source) == key
+    (copy / "runner" / "pbench_runner.py").write_text("# another runner\n")
+    assert season_plan.harness_key(source) != key
