@@ -34,6 +34,19 @@ def images_list():
         )
 
 
+@images_app.command("usage")
+def images_usage():
+    """Environment images per source: count, built on a parent (delta), disk of their own layers, build time."""
+    from tasks_lib import images
+
+    typer.echo("source\tside\timages\tdelta\tdisk (own layers) MB\tbuild s (ledger)")
+    for row in images.usage():
+        typer.echo(
+            f"{row['source']}\t{row['side']}\t{row['images']}\t{row['delta']}\t{row['unique_mb']:.0f}\t"
+            f"{row['build_s']:.0f}"
+        )
+
+
 @images_app.command("env")
 def images_env(
     source: str = typer.Option("demo", help="Source name (data/sources/NAME.toml) or path."),

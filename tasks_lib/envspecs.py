@@ -4,6 +4,7 @@ content (the key names the tag: same lock, same image). Building them is tasks_l
 from __future__ import annotations
 
 import hashlib
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +19,8 @@ INSTALL_COMMANDS = {
     # itself is importable from the checkout at test time.
     "uv": (
         "python3 -m venv /opt/uv && /opt/uv/bin/pip install --no-cache-dir uv && "
-        "cd /deps && /opt/uv/bin/uv sync --frozen --no-install-project --all-extras --all-packages"
-        " --no-install-workspace"
+        "cd /deps && /opt/uv/bin/uv sync --frozen --no-install-project {uv_extras} --all-packages"
+        " --no-install-workspace{uv_groups}"
     ),
     "pip": (
         "python3 -m venv /opt/venv && cd /deps/{backend_dir} && "
@@ -68,6 +69,8 @@ class EnvSpec:
     buildargs: tuple[tuple[str, str], ...] = ()
     # Packages whose build code the install may run (npm lifecycle scripts): those the base lock needed.
     allowed_scripts: tuple[str, ...] = ()
+    # Debian packages installed (as root, from Debian's mirror) before the dependencies.
+    system_packages: tuple[str, ...] = ()
 
     @property
     def lock_sha(self) -> str:
@@ -80,6 +83,8 @@ class EnvSpec:
         }
         if self.side == "backend":
             files["install.sh"] = self.install.encode() + b"\n"
+            if self.system_packages:
+                files["system-packages.txt"] = " ".join(self.system_packages).encode() + b"\n"
         else:
             files["allowed-scripts.txt"] = " ".join(self.allowed_scripts).encode() + b"\n"
         for rel, data in self.dependency_files:
@@ -87,6 +92,26 @@ class EnvSpec:
                 files[f"deps/{rel}"] = data
         files.setdefault("deps/.keep", b"")
         return files
+
+    def recipe(self, base_id: str) -> str:
+        """Everything of the image but its dependency files: images of one recipe may build on each other."""
+        files = {k: v for k, v in self.context().items() if not k.startswith("deps/")}
+        parts = [self.source.encode(), self.side.encode(), self.install.encode(), base_id.encode()]
+        parts += [f"{k}={v}".encode() for k, v in self.buildargs]
+        return sha256_bytes(*parts, *(k.encode() + b"\0" + v for k, v in sorted(files.items())))[:32]
+
+    def packages(self) -> set[str] | None:
+        """What a uv lock of this image pins (None: no uv lock, or an installer whose sync is not exact; such
+        images are always built from scratch)."""
+        if self.side != "backend" or "uv sync" not in self.install or "--inexact" in self.install:
+            return None
+        locks = [data for rel, data in self.dependency_files if rel.endswith("uv.lock") and data]
+        if len(locks) != 1:
+            return None
+        try:
+            return lockcheck.uv_packages(locks[0].decode("utf-8", "replace"))
+        except ValueError:  # tomllib's error: a lock that does not parse builds (and fails) from scratch
+            return None
 
     def key(self, base_id: str) -> str:
         parts = [self.source.encode(), self.side.encode(), self.install.encode(), base_id.encode()]
@@ -102,14 +127,60 @@ def backend_env_spec(
     """The backend environment of `contents`; `base` are the dependency files before the agent's patch (a
     patched lock may build from source only what the base lock needed to)."""
     spec: BackendSpec = source.backend
-    install = spec.install_command or INSTALL_COMMANDS[spec.installer].format(backend_dir=spec.dir)
+    install = spec.install_command or install_command(spec)
     missing = [p for p in spec.lock_files if contents.get(p) is None]
     if len(missing) == len(spec.lock_files):
         raise ImageBuildError(
             f"source {source.name}: none of the lock files {list(spec.lock_files)} exist at this commit"
         )
+    _check_python(source, contents)
     files = tuple((rel, contents.get(rel)) for rel in spec.dependency_files)
-    return EnvSpec(source.name, "backend", _build_policy(spec, contents, base) + install, files)
+    return EnvSpec(
+        source.name,
+        "backend",
+        _build_policy(spec, contents, base) + install,
+        files,
+        system_packages=spec.system_packages,
+    )
+
+
+def lock_python(contents: Mapping[str, bytes | None]) -> str | None:
+    """The `requires-python` a uv lock records (None when no lock says)."""
+    for rel, data in contents.items():
+        if rel.endswith("uv.lock") and data:
+            for line in data.decode("utf-8", "replace").splitlines()[:10]:
+                if line.startswith("requires-python"):
+                    return line.split("=", 1)[1].strip().strip('"')
+    return None
+
+
+def _check_python(source: SourceRecord, contents: Mapping[str, bytes | None]) -> None:
+    """The record's Python must be one the lock accepts: a clear error, not an install that fails later."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    wanted = lock_python(contents)
+    if not wanted:
+        return
+    try:
+        ok = SpecifierSet(wanted).contains(source.backend.python_version, prereleases=True)
+    except InvalidSpecifier:
+        return
+    if not ok:
+        raise ImageBuildError(
+            f"source {source.name}: the lock asks for Python {wanted!r}, the record's backend.python_version is "
+            f"{source.backend.python_version!r} (the image's Python: Debian bookworm 3.11); an era with a "
+            "newer python_version is needed for this commit"
+        )
+
+
+def install_command(spec: BackendSpec) -> str:
+    """The source's installer with its extras and groups (uv: every extra unless the record names some)."""
+    if spec.extras is None:
+        extras = "--all-extras"
+    else:
+        extras = " ".join(f"--extra {shlex.quote(e)}" for e in spec.extras)
+    groups = "".join(f" --group {shlex.quote(g)}" for g in spec.groups)
+    return INSTALL_COMMANDS[spec.installer].format(backend_dir=spec.dir, uv_extras=extras, uv_groups=groups)
 
 
 def _build_policy(spec: BackendSpec, contents, base) -> str:

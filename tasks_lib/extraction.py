@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from tasks_lib import engine, gitops, grading, patches
+from tasks_lib import engine, gitops, grading, patches, test_scope
 from tasks_lib.constants import ExtractionStatus, RunStatus, Side
 from tasks_lib.sources import SourceRecord
 
@@ -46,6 +46,7 @@ EXTRACTION_SCHEMA = pa.schema(
         ("duration_s", pa.float64()),
         ("log_dir", pa.string()),
         ("error", pa.string()),
+        ("test_scope", pa.list_(pa.string())),
     ]
 )
 
@@ -71,6 +72,8 @@ class ExtractionResult:
     duration_s: float = 0.0
     log_dir: str = ""
     error: str | None = None
+    # The backend test files the runs covered (the source's test scope); empty: the whole suite.
+    test_scope: list[str] = field(default_factory=list)
 
     def to_row(self) -> dict:
         row = asdict(self)
@@ -105,14 +108,15 @@ class ExtractionResult:
             "sides",
             "flaky_tests",
             "unknown_at_base",
+            "test_scope",
         ):
-            row[key] = list(row[key] or [])
+            row[key] = list(row.get(key) or [])
         return cls(**row)
 
 
 def added_tests(source: SourceRecord, repo: Path, base: str, head: str, test_paths: list[str]) -> set[str]:
     """Test ids (relative to the backend dir) that the PR's test files add, found with `ast`."""
-    prefix = source.backend.dir.rstrip("/") + "/"
+    prefix = source.backend.prefix
     out: set[str] = set()
     for path in test_paths:
         if not (path.startswith(prefix) and path.endswith(".py")):
@@ -154,6 +158,7 @@ def extract(
     if split.test_patch_frontend.strip() and source.frontend is not None:
         sides.append(Side.FRONTEND)
     result.sides = [str(s) for s in sides]
+    result.test_scope = list(test_scope.scope_files(source, repo, base, split))
     chains = {
         "base": (base_runs, (engine.PatchInput("test_patch", split.test_patch),)),
         "head": (
@@ -189,9 +194,17 @@ def _side_runs(source, repo, number, base, log_dir, side, chains, run, result):
         count, chain = chains[when]
         for i in range(1, count + 1):
             name = f"{when}-{i}" if side == Side.BACKEND else f"{side}-{when}-{i}"
+            selection = tuple(result.test_scope) if side == Side.BACKEND else ()
             res = run(
                 engine.RunRequest(
-                    source, repo, base, log_dir / name, chain, side=side, label=f"#{number} {name}"
+                    source,
+                    repo,
+                    base,
+                    log_dir / name,
+                    chain,
+                    selection=selection,
+                    side=side,
+                    label=f"#{number} {name}",
                 )
             )
             setattr(result, f"{when}_image", res.image)
@@ -235,7 +248,7 @@ def _added_spec_tests(source: SourceRecord, test_patch_frontend: str, head_runs:
     load at base has no base outcome; only a file the PR introduces is known to hold only new tests)."""
     from tasks_lib import playwright_report
 
-    prefix = source.frontend.dir.rstrip("/") + "/"
+    prefix = source.frontend.prefix
     new_files = {
         fd.new_path[len(prefix) :]
         for fd in patches.file_diffs(test_patch_frontend)

@@ -32,14 +32,26 @@ from tasks_lib.envspecs import (  # noqa: F401
     sha256_bytes,
 )
 from tasks_lib.errors import ImageBuildError, InfraError, InputError
+from tasks_lib.image_lineage import (  # noqa: F401  (labels and usage re-exported where images live)
+    DEPTH_LABEL,
+    ENV_REPO_PREFIX,
+    KEY_LABEL,
+    MAX_DELTA_DEPTH,
+    PACKAGES_LABEL,
+    PARENT_LABEL,
+    RECIPE_LABEL,
+    SIDE_LABEL,
+    SOURCE_LABEL,
+    delta_parent,
+    ledger,
+    usage,
+)
 
 log = logging.getLogger(__name__)
 
 ROOTFS_REPO = "pbench/rootfs"
 BASE_REPO = "pbench/base"
 POSTGRES_REPO = "pbench/postgres"
-ENV_REPO_PREFIX = "pbench/env"
-KEY_LABEL = "io.prototypebench.key"
 
 
 @dataclass(frozen=True)
@@ -71,7 +83,14 @@ def _ca_bytes(settings: Settings) -> bytes:
 
 
 def _build(
-    client, context: Path, tag: str, key: str, buildargs: dict[str, str], log_path: Path, network_mode=None
+    client,
+    context: Path,
+    tag: str,
+    key: str,
+    buildargs: dict[str, str],
+    log_path: Path,
+    network_mode=None,
+    labels: Mapping[str, str] | None = None,
 ) -> str:
     """Legacy-builder build with the log kept on disk; raises ImageBuildError naming the log."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -87,7 +106,7 @@ def _build(
                 rm=True,
                 forcerm=True,
                 decode=True,
-                labels={KEY_LABEL: key},
+                labels={KEY_LABEL: key, **(labels or {})},
                 pull=False,
                 network_mode=network_mode,
             )
@@ -116,9 +135,12 @@ def _build_keyed(
     buildargs: dict[str, str],
     log_name: str,
     network=None,
+    labels: Mapping[str, str] | None = None,
+    parent=None,
 ) -> ImageRef:
     """The image of `key`, built when missing. `network` (a context manager factory) gives the build its
-    network: the egress proxy of environment images."""
+    network: the egress proxy of environment images. `parent()` may name an image to build on (a delta
+    build: its `BASE` build argument and labels), asked only when a build is needed."""
     tag = f"{repo}:{key[:16]}"
     existing = _find(client, tag)
     if existing:
@@ -140,14 +162,24 @@ def _build_keyed(
                 (ctx / rel).parent.mkdir(parents=True, exist_ok=True)
                 (ctx / rel).write_bytes(data)
             args = {**buildargs, **(net.buildargs if net else {})}
+            extra = dict(labels or {})
+            if parent is not None:
+                over_args, over_labels = parent()
+                args |= over_args
+                extra |= over_labels
             try:
-                image_id = _build(client, ctx, tag, key, args, log_path, net.network if net else None)
+                image_id = _build(
+                    client, ctx, tag, key, args, log_path, net.network if net else None, labels=extra
+                )
             finally:
                 if net is not None:
                     _log_egress(log_path, net.requests())
-        return ImageRef(
-            tag, image_id, key, built=True, log_path=str(log_path), seconds=time.monotonic() - start
-        )
+                if PARENT_LABEL in extra:
+                    with open(log_path, "a") as fh:
+                        fh.write(f"# delta build on {extra[PARENT_LABEL]} (depth {extra.get(DEPTH_LABEL)})\n")
+        seconds = time.monotonic() - start
+        ledger(tag, key, seconds, extra)
+        return ImageRef(tag, image_id, key, built=True, log_path=str(log_path), seconds=seconds)
 
 
 def _log_egress(log_path: Path, requests: list[dict]) -> None:
@@ -262,6 +294,11 @@ def ensure_env_image(spec: EnvSpec, settings: Settings | None = None) -> ImageRe
         buildargs["PIP_INDEX_URL"] = settings.pip_index_url
     from tasks_lib import egress
 
+    recipe = spec.recipe(base.id)
+    packages = spec.packages()
+    labels = {SOURCE_LABEL: spec.source, SIDE_LABEL: spec.side, RECIPE_LABEL: recipe}
+    if packages is not None:
+        labels[PACKAGES_LABEL] = " ".join(sorted(packages))
     return _build_keyed(
         client,
         f"{ENV_REPO_PREFIX}-{spec.source}-{spec.side}",
@@ -270,6 +307,8 @@ def ensure_env_image(spec: EnvSpec, settings: Settings | None = None) -> ImageRe
         buildargs,
         f"env-{spec.source}-{spec.side}",
         network=lambda: egress.proxy(client, base.tag, settings),
+        labels=labels,
+        parent=(lambda: delta_parent(client, spec, recipe, packages)) if packages is not None else None,
     )
 
 

@@ -249,3 +249,14 @@ def uv_package_names(lock_text: str | None) -> list[str]:
     if not lock_text:
         return []
     return sorted({p.get("name", "") for p in tomllib.loads(lock_text).get("package", []) if p.get("name")})
+
+
+def uv_packages(lock_text: str | None) -> set[str]:
+    """`name==version` of every package a uv.lock pins (what an environment built from it holds)."""
+    if not lock_text:
+        return set()
+    return {
+        f"{p['name']}=={p.get('version', '')}"
+        for p in tomllib.loads(lock_text).get("package", [])
+        if p.get("name")
+    }

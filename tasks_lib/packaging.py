@@ -12,6 +12,10 @@ from tasks_lib.extraction import ExtractionResult
 from tasks_lib.sources import SourceRecord
 
 ISSUE_NOTE = "problem_statement sourced from the closing issue body."
+TITLE_NOTE = (
+    "problem_statement sourced from the PR title (no PR description, no closing issue body) — terse; review"
+    " that the hidden tests follow from it."
+)
 PR_BODY_NOTE = (
     "problem_statement sourced from PR description (no linked issue) — review for solution leakage."
 )
@@ -27,15 +31,15 @@ def _file_sha(repo: Path, commit: str, candidates: tuple[str, ...]) -> str:
 
 def environment(source: SourceRecord, repo: Path, base: str) -> dict:
     """What an agent may know of the environment: versions and lock hashes at the base commit."""
-    backend_dir = source.backend.dir.rstrip("/")
-    frontend_dir = source.frontend.dir.rstrip("/") if source.frontend else "frontend"
+    backend_pre = source.backend.prefix
+    frontend_pre = source.frontend.prefix if source.frontend else "frontend/"
     backend_locks = {rel: gitops.read_file(repo, base, rel) for rel in source.backend.lock_files}
     env = {
         "python_version": source.backend.python_version,
         "node_version": source.frontend.node_version if source.frontend else "",
-        "uv_lock_sha": _file_sha(repo, base, ("uv.lock", f"{backend_dir}/uv.lock")),
+        "uv_lock_sha": _file_sha(repo, base, ("uv.lock", f"{backend_pre}uv.lock")),
         "bun_lock_sha": _file_sha(
-            repo, base, (f"{frontend_dir}/bun.lock", f"{frontend_dir}/bun.lockb", "bun.lock")
+            repo, base, (f"{frontend_pre}bun.lock", f"{frontend_pre}bun.lockb", "bun.lock")
         ),
         "docker_compose_sha": _file_sha(repo, base, ("docker-compose.yml", "compose.yml", "compose.yaml")),
     }
@@ -67,10 +71,18 @@ def difficulty(patch_text: str) -> str:
 
 
 def problem_statement(pr: PullRequest) -> tuple[str, str]:
+    """The closing issues' bodies; else the PR body; else (no body anywhere) the titles: the PR's, then its
+    closing issues', one per line, with a note saying how little the agent is told. Empty only when even the
+    titles are (then schema validation rejects the instance)."""
     bodies = [i.body.strip() for i in pr.closing_issues if i.body and i.body.strip()]
     if bodies:
         return "\n\n".join(bodies), ISSUE_NOTE
-    return pr.body or "", PR_BODY_NOTE
+    if pr.body and pr.body.strip():
+        return pr.body, PR_BODY_NOTE
+    titles = [t.strip() for t in (pr.title, *(i.title for i in pr.closing_issues)) if t and t.strip()]
+    if titles:
+        return "\n".join(dict.fromkeys(titles)), TITLE_NOTE
+    return "", PR_BODY_NOTE
 
 
 def build_instance(

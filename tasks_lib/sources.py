@@ -19,96 +19,18 @@ from typing import Any
 from tasks_lib import globs, paths
 from tasks_lib.constants import Side, StackDomain
 from tasks_lib.errors import SourceError
+from tasks_lib.record_fields import Fields as _Fields
+from tasks_lib.record_fields import prefix as _prefix
+from tasks_lib.record_fields import rel_dir as _rel_dir
+from tasks_lib.record_fields import rel_path as _rel_path
 
 INSTALLERS = ("pip", "uv")
 FRONTEND_PACKAGE_MANAGERS = ("npm", "bun")
 SERVICE_KINDS = ("postgres",)
 TEST_RUNNERS = ("pytest", "playwright")
+TEST_SCOPES = ("suite", "touched")
 _REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _SERVICE_VARS = ("host", "port", "user", "password", "db")
-
-
-class _Fields:
-    """Reads one TOML table and turns every problem into a SourceError naming file and field."""
-
-    def __init__(self, path: Path, table: dict[str, Any], prefix: str = ""):
-        self.path, self.table, self.prefix = path, table, prefix
-        if not isinstance(table, dict):
-            raise SourceError(path, prefix.rstrip(".") or "<root>", "must be a table")
-
-    def _name(self, key: str) -> str:
-        return f"{self.prefix}{key}"
-
-    def fail(self, key: str, problem: str) -> SourceError:
-        return SourceError(self.path, self._name(key), problem)
-
-    def str(self, key: str, default: str | None = None, *, required: bool = False, choices=None) -> str:
-        if key not in self.table:
-            if required:
-                raise self.fail(key, "is missing")
-            return default  # type: ignore[return-value]
-        value = self.table[key]
-        if not isinstance(value, str):
-            raise self.fail(key, f"must be a string, got {type(value).__name__}")
-        if required and not value.strip():
-            raise self.fail(key, "must not be empty")
-        if choices and value not in choices:
-            raise self.fail(key, f"must be one of {', '.join(choices)}; got {value!r}")
-        return value
-
-    def str_list(self, key: str, default: list[str] | None = None, *, required: bool = False) -> list[str]:
-        if key not in self.table:
-            if required:
-                raise self.fail(key, "is missing")
-            return list(default or [])
-        value = self.table[key]
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.fail(key, "must be a list of strings")
-        if required and not value:
-            raise self.fail(key, "must not be empty")
-        return list(value)
-
-    def int(self, key: str, default: int) -> int:
-        value = self.table.get(key, default)
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise self.fail(key, f"must be a positive integer, got {value!r}")
-        return value
-
-    def str_map(self, key: str) -> dict[str, str]:
-        value = self.table.get(key, {})
-        if not isinstance(value, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-        ):
-            raise self.fail(key, "must be a table of strings")
-        return dict(value)
-
-    def sub(self, key: str, *, required: bool = False) -> _Fields | None:
-        if key not in self.table:
-            if required:
-                raise self.fail(key, "is missing")
-            return None
-        return _Fields(self.path, self.table[key], self._name(key) + ".")
-
-    def date(self, key: str) -> date | None:
-        value = self.table.get(key)
-        if value is None or value == "":
-            return None
-        if isinstance(value, datetime):
-            return value.date()
-        if isinstance(value, date):
-            return value
-        if isinstance(value, str):
-            try:
-                return date.fromisoformat(value)
-            except ValueError:
-                pass
-        raise self.fail(key, f"must be a date (YYYY-MM-DD), got {value!r}")
-
-
-def _rel_path(f: _Fields, key: str, value: str) -> str:
-    if value.startswith("/") or ".." in value.split("/"):
-        raise f.fail(key, f"must be a relative path inside the repository, got {value!r}")
-    return value.strip("/")
 
 
 @dataclass(frozen=True)
@@ -133,6 +55,21 @@ class ServiceSpec:
 
 
 @dataclass(frozen=True)
+class TestScope:
+    """Which backend test files extraction and evaluation run (docs/sources.md, "Test scope").
+
+    `suite`: every test the test command collects; PASS_TO_PASS is the suite's passing tests.
+    `touched`: the test files the PR's test patch adds or changes, widened by at most `related_cap` test files
+    that import a module the PR's code changes (found statically); PASS_TO_PASS is the passing tests of
+    those files only."""
+
+    kind: str = "suite"
+    related_cap: int = 10
+
+    __test__ = False  # not a pytest class
+
+
+@dataclass(frozen=True)
 class BackendSpec:
     dir: str
     python_version: str
@@ -150,6 +87,17 @@ class BackendSpec:
     # How the backend is served to frontend tests (the backend-serve container of a frontend run).
     serve_command: str = "uvicorn app.main:app --host 0.0.0.0 --port 8000"
     serve_port: int = 8000
+    # uv: the optional dependencies and dependency groups the environment installs (None: every extra).
+    extras: tuple[str, ...] | None = None
+    groups: tuple[str, ...] = ()
+    # Debian packages of the environment image (tools the tests call, e.g. jq).
+    system_packages: tuple[str, ...] = ()
+    scope: TestScope = field(default_factory=lambda: TestScope())
+
+    @property
+    def prefix(self) -> str:
+        """What repository paths of the backend start with ("" when the project is the repository root)."""
+        return _prefix(self.dir)
 
     @property
     def dependency_files(self) -> tuple[str, ...]:
@@ -174,6 +122,10 @@ class FrontendSpec:
     # dev server and the tests (e.g. regenerating an API client from the backend-serve container, reached as
     # $PBENCH_BACKEND_URL).
     prestart: tuple[str, ...] = ()
+
+    @property
+    def prefix(self) -> str:
+        return _prefix(self.dir)
 
     @property
     def dependency_files(self) -> tuple[str, ...]:
@@ -233,12 +185,13 @@ class SourceRecord:
         )
 
     def side_of(self, path: str) -> Side | None:
-        """Which side of the stack a repository path belongs to, by the source's dirs."""
-        if path.startswith(self.backend.dir.rstrip("/") + "/"):
-            return Side.BACKEND
-        if self.frontend and path.startswith(self.frontend.dir.rstrip("/") + "/"):
-            return Side.FRONTEND
-        return None
+        """Which side of the stack a repository path belongs to, by the source's dirs: the deepest dir that
+        holds it (a backend at the repository root holds every path outside the frontend's dir)."""
+        sides = [(self.backend.prefix, Side.BACKEND)]
+        if self.frontend:
+            sides.append((self.frontend.prefix, Side.FRONTEND))
+        held = [(len(pre), side) for pre, side in sides if path.startswith(pre)]
+        return max(held)[1] if held else None
 
     def stack_domain(self, changed_paths: list[str]) -> StackDomain | None:
         sides = {self.side_of(p) for p in changed_paths} - {None}
@@ -325,9 +278,12 @@ def _parse_services(f: _Fields) -> tuple[ServiceSpec, ...]:
 
 def _parse_backend(f: _Fields) -> BackendSpec:
     installer = f.str("installer", required=True, choices=INSTALLERS)
+    for key in ("extras", "groups"):
+        if key in f.table and installer != "uv":
+            raise f.fail(key, f"applies to installer 'uv' only (this backend's installer is {installer!r})")
     lock_files = tuple(_rel_path(f, "lock_files", p) for p in f.str_list("lock_files", required=True))
     return BackendSpec(
-        dir=_rel_path(f, "dir", f.str("dir", required=True)),
+        dir=_rel_dir(f, "dir", f.str("dir", required=True)),
         python_version=f.str("python_version", required=True),
         installer=installer,
         lock_files=lock_files,
@@ -342,12 +298,34 @@ def _parse_backend(f: _Fields) -> BackendSpec:
         timeout_s=f.int("timeout_s", 900),
         serve_command=f.str("serve_command", "uvicorn app.main:app --host 0.0.0.0 --port 8000"),
         serve_port=f.int("serve_port", 8000),
+        extras=tuple(f.str_list("extras")) if "extras" in f.table else None,
+        groups=tuple(f.str_list("groups")),
+        system_packages=_debian_names(f, "system_packages"),
+        scope=_parse_scope(f),
     )
+
+
+_DEBIAN_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
+
+
+def _debian_names(f: _Fields, key: str) -> tuple[str, ...]:
+    names = f.str_list(key)
+    for name in names:
+        if not _DEBIAN_NAME.match(name):
+            raise f.fail(key, f"{name!r} is not a Debian package name")
+    return tuple(names)
+
+
+def _parse_scope(f: _Fields) -> TestScope:
+    sf = f.sub("test_scope")
+    if sf is None:
+        return TestScope()
+    return TestScope(kind=sf.str("kind", "suite", choices=TEST_SCOPES), related_cap=sf.int("related_cap", 10))
 
 
 def _parse_frontend(f: _Fields) -> FrontendSpec:
     return FrontendSpec(
-        dir=_rel_path(f, "dir", f.str("dir", required=True)),
+        dir=_rel_dir(f, "dir", f.str("dir", required=True)),
         node_version=f.str("node_version", required=True),
         package_manager=f.str("package_manager", required=True, choices=FRONTEND_PACKAGE_MANAGERS),
         lock_files=tuple(_rel_path(f, "lock_files", p) for p in f.str_list("lock_files", required=True)),

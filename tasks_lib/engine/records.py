@@ -84,6 +84,8 @@ class RunResult:
     blame: str = ""
     messages: dict[str, str] = field(default_factory=dict)
     error: str | None = None
+    # Files of the snapshot whose content the local mirror lacks (a partial fetch): written empty.
+    stubbed_files: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -96,4 +98,5 @@ class RunResult:
         d = dict(d)
         d["status"] = RunStatus(d["status"])
         d["tests"] = {k: Outcome(v) for k, v in d["tests"].items()}
+        d.setdefault("stubbed_files", [])
         return cls(**d)

@@ -79,7 +79,7 @@ def _run_tests(request: RunRequest, settings: Settings) -> RunResult:
         t0 = time.monotonic()
         service_env = services.start_services(stack, request.source, settings, deadline)
         result.timings["services_s"] = round(time.monotonic() - t0, 3)
-        snapshot = gitops.archive(request.repo, request.commit)
+        snapshot, result.stubbed_files = gitops.snapshot(request.repo, request.commit)
         planned = _side_job(stack, request, backend_image, service_env, snapshot, settings, deadline, result)
         if planned is not None:
             _run_side(stack, request, image, planned, snapshot, settings, deadline, timeout, result)

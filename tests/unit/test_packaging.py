@@ -137,9 +137,14 @@ def test_problem_statement_falls_back_to_the_pr_body(issues):
     assert note == packaging.PR_BODY_NOTE
 
 
-def test_problem_statement_of_an_empty_pr_body_is_empty_text():
-    """Rule: no issue and no PR body gives an empty statement (schema validation rejects it), never None."""
-    assert packaging.problem_statement(make_pr(body="")) == ("", packaging.PR_BODY_NOTE)
+def test_problem_statement_without_any_body_is_the_titles_with_a_note():
+    """Rule: no issue body and no PR body: the PR title, then the closing issues' titles, and a note saying so;
+    an empty statement (rejected by schema validation) only when there is no title either, never None."""
+    pr = make_pr(body="", issues=[ClosingIssue(3, "Items cannot be archived", "")])
+    text, note = packaging.problem_statement(pr)
+    assert text == f"{pr.title}\nItems cannot be archived" and note == packaging.TITLE_NOTE
+    bare = make_pr(body="  ")
+    assert packaging.problem_statement(bare) == (bare.title, packaging.TITLE_NOTE)
 
 
 def test_pr_body_note_is_the_published_wording():

@@ -1,0 +1,76 @@
+"""Lock churn without image explosion: the image of a new lock is built on the nearest environment image of the
+same source and recipe, installs only the difference, and holds exactly what a build from scratch holds."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tasks_lib import docker_client, images
+from tasks_lib.sources import load_source_file
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "uv-delta"
+
+
+def _source(tmp_path: Path, name: str):
+    path = tmp_path / f"{name}.toml"
+    path.write_text(
+        f'name = "{name}"\nrepo = "acme/{name}"\n[clone]\nurl = "https://example.org/x.git"\n'
+        '[backend]\ndir = "."\npython_version = "3.11"\ninstaller = "uv"\nlock_files = ["uv.lock"]\n'
+        'manifest_files = ["pyproject.toml"]\n[test_files]\npatterns = ["tests/**"]\n'
+    )
+    return load_source_file(path)
+
+
+def _contents(which: str) -> dict[str, bytes]:
+    return {rel: (FIXTURES / which / rel).read_bytes() for rel in ("uv.lock", "pyproject.toml")}
+
+
+LIST = "import importlib.metadata as m; print(*sorted(f'{d.name}=={d.version}' for d in m.distributions()))"
+
+
+def _freeze(tag: str) -> list[str]:
+    """The distributions of the image's environment (uv's venv has no pip)."""
+    out = docker_client.get().containers.run(tag, ["/opt/venv/bin/python", "-c", LIST], remove=True)
+    return out.decode().split()
+
+
+def test_a_new_lock_builds_on_the_nearest_image_and_equals_a_build_from_scratch(tmp_path, base_images):
+    client = docker_client.get()
+    name = f"delta{uuid.uuid4().hex[:8]}"  # a source of its own: no image of an earlier run is near it
+    source = _source(tmp_path, name)
+    built = []
+    try:
+        a = images.ensure_env_image(images.backend_env_spec(source, _contents("a")))
+        built.append(a.tag)
+        assert a.built and client.images.get(a.tag).labels[images.DEPTH_LABEL] == "0"
+        b = images.ensure_env_image(images.backend_env_spec(source, _contents("b")))
+        built.append(b.tag)
+        labels = client.images.get(b.tag).labels
+        assert b.built and labels[images.PARENT_LABEL] == a.tag and labels[images.DEPTH_LABEL] == "1"
+        delta_b = _freeze(b.tag)
+        assert delta_b == ["certifi==2024.8.30", "idna==3.7", "six==1.16.0"]
+        # The same lock from scratch (another source name, same recipe otherwise): the same packages.
+        scratch = images.ensure_env_image(
+            images.backend_env_spec(_source(tmp_path, name + "s"), _contents("b"))
+        )
+        built.append(scratch.tag)
+        assert images.PARENT_LABEL not in client.images.get(scratch.tag).labels
+        assert _freeze(scratch.tag) == delta_b
+        # Back to lock a, built on b: uv's exact sync removes certifi.
+        client.images.remove(a.tag, force=True)
+        built.remove(a.tag)
+        again = images.ensure_env_image(images.backend_env_spec(source, _contents("a")))
+        built.append(again.tag)
+        assert client.images.get(again.tag).labels[images.PARENT_LABEL] == b.tag
+        assert _freeze(again.tag) == ["idna==3.7", "six==1.16.0"]
+        # `pbench images usage`: per source, the images, those built on a parent, their build time.
+        (row,) = [r for r in images.usage() if r["source"] == name]
+        assert row["images"] == 2 and row["delta"] == 2 and row["build_s"] > 0 and row["unique_mb"] >= 0
+    finally:
+        for tag in reversed(built):
+            client.images.remove(tag, force=True)

@@ -1,0 +1,231 @@
+"""Source records that describe a repository without engine edits: a project at the repository root, no
+service, installer extras and groups, system packages, a test scope; snapshots of a mirror missing blobs."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import tarfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tasks_lib import envspecs, gitops, patches, test_scope
+from tasks_lib.constants import Side, StackDomain
+from tasks_lib.errors import ImageBuildError, SourceError
+from tasks_lib.sources import load_source_file
+
+ROOT = textwrap.dedent(
+    """\
+    name = "gateway"
+    repo = "acme/gateway"
+
+    [clone]
+    url = "https://example.org/acme/gateway.git"
+
+    [backend]
+    dir = "."
+    python_version = "3.11"
+    installer = "uv"
+    lock_files = ["uv.lock"]
+    manifest_files = ["pyproject.toml"]
+    test_command = "python -m pytest --ignore=tests/fuzz"
+    extras = ["plugins"]
+    groups = ["dev"]
+    system_packages = ["jq"]
+
+    [backend.test_scope]
+    kind = "touched"
+    related_cap = 2
+
+    [frontend]
+    dir = "gateway/static"
+    node_version = "20"
+    package_manager = "npm"
+    lock_files = ["package-lock.json"]
+    serve_command = "npx vite"
+
+    [test_files]
+    patterns = ["tests/**", "**/conftest.py"]
+    """
+)
+
+
+def load(tmp_path: Path, text: str = ROOT):
+    path = tmp_path / "gateway.toml"
+    path.write_text(text)
+    return load_source_file(path)
+
+
+def test_a_project_at_the_repository_root_holds_every_path_outside_the_frontend(tmp_path):
+    """Rule: dir "." is the repository root; a path's side is the deepest source dir that holds it."""
+    source = load(tmp_path)
+    assert source.backend.dir == "" and source.backend.prefix == ""
+    assert source.side_of("gateway/services/tools.py") == Side.BACKEND
+    assert source.side_of("tests/unit/test_tools.py") == Side.BACKEND
+    assert source.side_of("gateway/static/admin.js") == Side.FRONTEND
+    assert source.stack_domain(["gateway/main.py", "tests/test_main.py"]) == StackDomain.BACKEND_ONLY
+    assert source.stack_domain(["gateway/main.py", "gateway/static/a.js"]) == StackDomain.FULLSTACK
+
+
+@pytest.mark.parametrize("spelling", [".", "./", "././"])
+def test_every_spelling_of_the_root_is_the_root(tmp_path, spelling):
+    source = load(tmp_path, ROOT.replace('dir = "."', f'dir = "{spelling}"', 1))
+    assert source.backend.dir == ""
+
+
+def test_no_service_and_no_frontend_are_plain_records(tmp_path):
+    text = ROOT[: ROOT.index("[frontend]")] + ROOT[ROOT.index("[test_files]") :]
+    source = load(tmp_path, text)
+    assert source.backend.services == () and source.frontend is None
+
+
+def test_uv_installs_the_named_extras_and_groups(tmp_path):
+    source = load(tmp_path)
+    command = envspecs.install_command(source.backend)
+    assert "--extra plugins" in command and "--group dev" in command
+    assert "--all-extras" not in command
+
+
+def test_without_extras_uv_installs_every_extra(tmp_path):
+    text = ROOT.replace('extras = ["plugins"]\n', "").replace('groups = ["dev"]\n', "")
+    command = envspecs.install_command(load(tmp_path, text).backend)
+    assert "--all-extras" in command and "--group" not in command
+
+
+def test_extras_with_pip_name_the_field(tmp_path):
+    with pytest.raises(SourceError) as err:
+        load(tmp_path, ROOT.replace('installer = "uv"', 'installer = "pip"'))
+    assert err.value.field == "backend.extras" and "uv" in err.value.message
+
+
+@pytest.mark.parametrize("name", ["jq; rm -rf /", "JQ", "-y"])
+def test_a_system_package_must_be_a_debian_name(tmp_path, name):
+    with pytest.raises(SourceError) as err:
+        load(tmp_path, ROOT.replace('["jq"]', f'["{name}"]'))
+    assert err.value.field == "backend.system_packages"
+
+
+def test_system_packages_are_part_of_the_image_and_its_key(tmp_path):
+    source = load(tmp_path)
+    contents = {"uv.lock": b"version = 1\n", "pyproject.toml": b"[project]\n"}
+    spec = envspecs.backend_env_spec(source, contents)
+    assert spec.context()["system-packages.txt"] == b"jq\n"
+    without = load(tmp_path, ROOT.replace('system_packages = ["jq"]\n', ""))
+    other = envspecs.backend_env_spec(without, contents)
+    assert "system-packages.txt" not in other.context()
+    assert spec.key("base") != other.key("base")
+
+
+def test_scope_kind_is_checked(tmp_path):
+    with pytest.raises(SourceError) as err:
+        load(tmp_path, ROOT.replace('kind = "touched"', 'kind = "some"'))
+    assert err.value.field == "backend.test_scope.kind"
+
+
+# --------------------------------------------------------------------------- test scope
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def gateway_repo(tmp_path) -> tuple[Path, str]:
+    work = tmp_path / "work"
+    files = {
+        "gateway/__init__.py": "",
+        "gateway/services/__init__.py": "",
+        "gateway/services/tools.py": "def tool():\n    return 1\n",
+        "gateway/services/other.py": "X = 1\n",
+        "tests/test_tools.py": "from gateway.services.tools import tool\n",
+        "tests/test_many.py": "import gateway.services.tools\nfrom gateway.services import other\n",
+        "tests/test_parent.py": "from gateway.services import (other,\n  tools)\n",
+        "tests/test_unrelated.py": "from gateway.services.toolset import x\n",
+        "tests/helpers.py": "from gateway.services.tools import tool\n",
+        "tests/fuzz/test_fuzz_tools.py": "import gateway.services.tools\n",
+    }
+    for rel, text in files.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text(text)
+    _git(work.parent, "init", "-q", str(work))
+    _git(work, "add", "-A")
+    _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "base")
+    return work / ".git", _git(work, "rev-parse", "HEAD").strip()
+
+
+def _diff(path: str, old: str | None, new: str) -> str:
+    return patches.files_to_diff({path: new}, lambda p: old)
+
+
+def test_touched_scope_is_the_test_patch_widened_by_importers_of_changed_modules(tmp_path, gateway_repo):
+    """Rule: the test files the test patch touches, then the test files importing a changed module, a file
+    named after the module first; helpers and near-miss names are no test files of the scope."""
+    source = load(tmp_path)
+    repo, base = gateway_repo
+    code = _diff("gateway/services/tools.py", "def tool():\n    return 1\n", "def tool():\n    return 2\n")
+    tests = _diff("tests/test_new.py", None, "def test_x():\n    pass\n")
+    split = patches.split_patch(code + tests, source)
+    files = test_scope.scope_files(source, repo, base, split)
+    # related_cap = 2: test_tools.py (named after the module) and test_many.py (imports it), not test_parent.py
+    # (multi-line import), never test_unrelated.py (toolset), helpers.py (not a test module) or
+    # tests/fuzz (the test command's --ignore).
+    assert files == ("tests/test_many.py", "tests/test_new.py", "tests/test_tools.py")
+
+
+def test_suite_scope_selects_nothing(tmp_path, gateway_repo):
+    source = load(tmp_path, ROOT.replace('kind = "touched"', 'kind = "suite"'))
+    repo, base = gateway_repo
+    split = patches.split_patch(_diff("tests/test_new.py", None, "x = 1\n"), source)
+    assert test_scope.scope_files(source, repo, base, split) == ()
+
+
+def test_import_pattern_matches_the_forms_of_an_import():
+    import re
+
+    pattern = test_scope._import_pattern("gateway.services.tools").replace("[:space:]", r"\s")
+    for line in (
+        "import gateway.services.tools",
+        "from gateway.services.tools import tool",
+        "  from gateway.services import tools",
+        "from gateway.services import other, tools",
+        "import gateway.services.tools as t",
+    ):
+        assert re.search(pattern, line), line
+    for line in ("from gateway.services.toolset import x", "from gateway.services import toolsets"):
+        assert not re.search(pattern, line), line
+
+
+# --------------------------------------------------------------------------- snapshots with absent blobs
+
+
+def test_a_snapshot_survives_absent_blobs_and_names_them(gateway_repo):
+    repo, base = gateway_repo
+    sha = _git(repo.parent, "rev-parse", f"{base}:gateway/services/other.py").strip()
+    (repo / "objects" / sha[:2] / sha[2:]).unlink()
+    plain = subprocess.run(["git", "--git-dir", str(repo), "archive", base], capture_output=True)
+    assert plain.returncode != 0  # what `git archive` alone does with such a mirror
+    tar, stubbed = gitops.snapshot(repo, base)
+    assert stubbed == ["gateway/services/other.py"]
+    with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+        assert archive.getmember("gateway/services/other.py").size == 0
+        data = archive.extractfile("gateway/services/tools.py").read()
+    assert data == b"def tool():\n    return 1\n"
+
+
+def test_a_complete_snapshot_stubs_nothing(gateway_repo):
+    repo, base = gateway_repo
+    tar, stubbed = gitops.snapshot(repo, base)
+    with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+        assert stubbed == [] and len(archive.getnames()) > 5
+
+
+def test_the_record_python_must_be_one_the_lock_accepts(tmp_path):
+    source = load(tmp_path)
+    lock = b'version = 1\nrevision = 3\nrequires-python = ">=3.12, <3.14"\n'
+    with pytest.raises(ImageBuildError) as err:
+        envspecs.backend_env_spec(source, {"uv.lock": lock, "pyproject.toml": b""})
+    assert ">=3.12, <3.14" in str(err.value) and "'3.11'" in str(err.value)
+    ok = lock.replace(b">=3.12", b">=3.11")
+    assert envspecs.backend_env_spec(source, {"uv.lock": ok, "pyproject.toml": b""}).side == "backend"
