@@ -127,7 +127,7 @@ def backend_env_spec(
     """The backend environment of `contents`; `base` are the dependency files before the agent's patch (a
     patched lock may build from source only what the base lock needed to)."""
     spec: BackendSpec = source.backend
-    install = spec.install_command or install_command(spec)
+    install = spec.install_command or install_command(spec, contents)
     missing = [p for p in spec.lock_files if contents.get(p) is None]
     if len(missing) == len(spec.lock_files):
         raise ImageBuildError(
@@ -173,13 +173,42 @@ def _check_python(source: SourceRecord, contents: Mapping[str, bytes | None]) ->
         )
 
 
-def install_command(spec: BackendSpec) -> str:
-    """The source's installer with its extras and groups (uv: every extra unless the record names some)."""
-    if spec.extras is None:
+def declared(
+    spec: BackendSpec, contents: Mapping[str, bytes | None] | None
+) -> tuple[set[str], set[str]] | None:
+    """(optional-dependency names, dependency-group names) the backend's pyproject.toml defines at this commit;
+    None when there is none to read (then the record's lists are used as they are)."""
+    import tomllib
+
+    data = (contents or {}).get(f"{spec.dir.rstrip('/') + '/' if spec.dir else ''}pyproject.toml")
+    if not data:
+        return None
+    try:
+        table = tomllib.loads(data.decode("utf-8", "replace"))
+    except tomllib.TOMLDecodeError:
+        return None
+    project = table.get("project") if isinstance(table.get("project"), dict) else {}
+    extras = (
+        project.get("optional-dependencies") if isinstance(project.get("optional-dependencies"), dict) else {}
+    )
+    groups = table.get("dependency-groups") if isinstance(table.get("dependency-groups"), dict) else {}
+    return set(extras), set(groups)
+
+
+def install_command(spec: BackendSpec, contents: Mapping[str, bytes | None] | None = None) -> str:
+    """The source's installer with its extras and groups (uv: every extra unless the record names some). The
+    record's extras and groups are what it wants; those the commit's pyproject.toml does not define are left
+    out (a repository adds and renames them over time: `dev` an extra, later a group)."""
+    known = declared(spec, contents)
+    wanted_extras = (
+        spec.extras if spec.extras is None or known is None else [e for e in spec.extras if e in known[0]]
+    )
+    wanted_groups = spec.groups if known is None else [g for g in spec.groups if g in known[1]]
+    if wanted_extras is None:
         extras = "--all-extras"
     else:
-        extras = " ".join(f"--extra {shlex.quote(e)}" for e in spec.extras)
-    groups = "".join(f" --group {shlex.quote(g)}" for g in spec.groups)
+        extras = " ".join(f"--extra {shlex.quote(e)}" for e in wanted_extras)
+    groups = "".join(f" --group {shlex.quote(g)}" for g in wanted_groups)
     return INSTALL_COMMANDS[spec.installer].format(backend_dir=spec.dir, uv_extras=extras, uv_groups=groups)
 
 

@@ -229,3 +229,16 @@ def test_the_record_python_must_be_one_the_lock_accepts(tmp_path):
     assert ">=3.12, <3.14" in str(err.value) and "'3.11'" in str(err.value)
     ok = lock.replace(b">=3.12", b">=3.11")
     assert envspecs.backend_env_spec(source, {"uv.lock": ok, "pyproject.toml": b""}).side == "backend"
+
+
+def test_extras_and_groups_a_commit_does_not_define_are_left_out(tmp_path):
+    """Rule: the record names what it wants; at a commit whose pyproject.toml lacks one (added or renamed over
+    time, `dev` an extra before it became a group), uv is not asked for it."""
+    source = load(tmp_path, ROOT.replace('extras = ["plugins"]', 'extras = ["plugins", "dev"]'))
+    old = b'[project]\nname = "g"\n[project.optional-dependencies]\ndev = ["pytest"]\n'
+    command = envspecs.install_command(source.backend, {"pyproject.toml": old})
+    assert "--extra dev" in command and "--extra plugins" not in command and "--group" not in command
+    new = b'[project]\nname = "g"\n[project.optional-dependencies]\nplugins = ["x"]\n[dependency-groups]\ndev = ["pytest"]\n'
+    command = envspecs.install_command(source.backend, {"pyproject.toml": new})
+    assert "--extra plugins" in command and "--extra dev" not in command and "--group dev" in command
+    assert "--extra plugins" in envspecs.install_command(source.backend)  # nothing to read: as written
