@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -38,16 +39,22 @@ def curate(
         raise InputError(f"--limit: a positive number of PRs, got {limit}")
     prefect()
     from flows.curation import run_curation
+    from tasks_lib import progress
 
-    summaries = run_curation(
-        season,
-        sources=list(source) or None,
-        crawl_method=crawl,
-        prs_file=str(prs_file) if prs_file else None,
-        mirror=str(mirror) if mirror else None,
-        limit=limit,
-        until=until,
-    )
+    with _curation_progress(season) as on_pr:
+        progress.CURATION.append(on_pr)
+        try:
+            summaries = run_curation(
+                season,
+                sources=list(source) or None,
+                crawl_method=crawl,
+                prs_file=str(prs_file) if prs_file else None,
+                mirror=str(mirror) if mirror else None,
+                limit=limit,
+                until=until,
+            )
+        finally:
+            progress.CURATION.remove(on_pr)
     for name, summary in summaries.items():
         if "stopped_after" in summary:
             _print_offline_summary(name, Path(summary["out"]), summary["stopped_after"])
@@ -56,6 +63,43 @@ def curate(
             f"[bold]{name}[/bold]: {summary['instances']} instance(s), {summary['rejected']} rejected "
             f"by schema, extraction {summary['extraction']} -> {summary['out']}"
         )
+
+
+@contextlib.contextmanager
+def _curation_progress(season: str):
+    """On a terminal, a live bar per source: PRs extracted of those planned, the last PR (status, F2P / P2P of
+    both sides) and the counts per status; elsewhere only the flow's own line per PR (never a bar in a log)."""
+    if not console.is_terminal:
+        yield lambda *_: None
+        return
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[last]}  {task.fields[counts]}"),
+        TimeElapsedColumn(),
+        console=console,
+        redirect_stdout=False,
+        redirect_stderr=False,
+    ) as bar:
+        jobs: dict[str, int] = {}
+
+        def on_pr(source_name, result, counts, total):
+            if source_name not in jobs:
+                jobs[source_name] = bar.add_task(
+                    escape(f"{season}/{source_name}"), total=total, last="", counts=""
+                )
+            last = (
+                f"#{result.number} {result.status} F2P {len(result.tests('fail_to_pass'))} "
+                f"P2P {len(result.tests('pass_to_pass'))}"
+            )
+            text = " · ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+            bar.update(jobs[source_name], advance=1, last=escape(last), counts=escape(text))
+
+        yield on_pr
 
 
 def _print_offline_summary(name: str, out: Path, stage: str) -> None:
@@ -117,9 +161,24 @@ def _corpus(dataset: str) -> list:
 
 
 @app.command("list")
-def list_cmd(dataset: str = typer.Option(DEFAULT_DATASET, help=DATASET_HELP)):
+def list_cmd(
+    dataset: str = typer.Option(DEFAULT_DATASET, help=DATASET_HELP),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per instance (JSON Lines)."),
+):
     """The corpus, one line per instance."""
     for inst in _corpus(dataset):
+        if as_json:
+            row = {
+                "instance_id": inst.instance_id,
+                "repo": inst.repo,
+                "stack_domain": inst.stack_domain,
+                "contamination_tier": inst.contamination_tier,
+                "created_at": inst.created_at,
+                "fail_to_pass": {s: inst.fail_to_pass.of(s) for s in ("backend", "frontend")},
+                "pass_to_pass_count": {s: len(inst.pass_to_pass.of(s)) for s in ("backend", "frontend")},
+            }
+            typer.echo(json.dumps(row, ensure_ascii=False))
+            continue
         f2p = len(inst.fail_to_pass.backend) + len(inst.fail_to_pass.frontend)
         p2p = len(inst.pass_to_pass.backend) + len(inst.pass_to_pass.frontend)
         typer.echo(
@@ -151,10 +210,16 @@ def show(
     instance_id: str = typer.Argument(...),
     dataset: str = typer.Option(DEFAULT_DATASET, help=DATASET_HELP),
     as_json: bool = typer.Option(False, "--json", help="Emit the agent packet as JSON."),
+    with_hints: bool = typer.Option(
+        False, "--with-hints", help="Add hints_text (the issue's comments before the fix's first commit)."
+    ),
 ):
-    """The agent packet: problem statement, repo, base commit, environment. Never tests, patch or hints."""
+    """The agent packet: problem statement, repo, base commit, environment. Never tests or patch; hints only
+    with --with-hints (SWE-bench's hints setting)."""
     inst = _instance(dataset, instance_id)
     packet = {k: inst[k] for k in AGENT_FIELDS}
+    if with_hints:
+        packet["hints_text"] = inst.get("hints_text") or ""
     if as_json:
         typer.echo(json.dumps(packet, indent=2, ensure_ascii=False))
         return
@@ -163,3 +228,26 @@ def show(
     )
     typer.echo("environment: " + ", ".join(f"{k}={v}" for k, v in packet["environment"].items() if v))
     typer.echo("\n" + packet["problem_statement"])
+    if with_hints and packet["hints_text"]:
+        typer.echo("\nhints:\n" + packet["hints_text"])
+
+
+@app.command()
+def export(
+    dataset: str = typer.Option(DEFAULT_DATASET, help=DATASET_HELP),
+    fmt: str = typer.Option("swebench", "--format", help="Output format: swebench (flat SWE-bench records)."),
+    out: Path = typer.Option(
+        ..., help="A .jsonl or .parquet file, or a folder for a `datasets` save_to_disk copy."
+    ),
+):
+    """A corpus in SWE-bench's flat shape: FAIL_TO_PASS / PASS_TO_PASS as JSON strings (pytest ids), the
+    Playwright ids apart in FAIL_TO_PASS_FRONTEND / PASS_TO_PASS_FRONTEND."""
+    if fmt != "swebench":
+        raise InputError(f"--format: one of swebench, got {fmt!r}")
+    from tasks_lib import swebench
+
+    instances = _corpus(dataset)
+    path = swebench.write(instances, out)
+    console.print(
+        f"{len(instances)} instance(s) -> {path} (SWE-bench fields, frontend tests apart)", highlight=False
+    )

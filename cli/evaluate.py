@@ -23,6 +23,7 @@ def score(
     dataset: str = typer.Option(DEFAULT_DATASET, help=DATASET_HELP),
     source: str | None = typer.Option(None, help="Source record (default: by the instance's repo)."),
     mirror: Path | None = typer.Option(None, help="Local mirror of the source repository."),
+    as_json: bool = typer.Option(False, "--json", help="Print the verdict as JSON (same exit codes)."),
 ):
     """Score one patch: exit 0 resolved, 1 not resolved, 2 the harness could not run."""
     from tasks_lib import corpus, evaluation, paths
@@ -45,11 +46,14 @@ def score(
     out.mkdir(parents=True, exist_ok=True)
     (out / "verdict.json").write_text(json.dumps(verdict.to_json(), indent=2))
     color = "green" if verdict.resolved else ("red" if not verdict.infra_failure else "yellow")
-    console.print(
-        f"[{color}]{verdict.status}[/{color}]  F2P {verdict.f2p_passed}/{verdict.f2p_total}  "
-        f"P2P {verdict.p2p_passed}/{verdict.p2p_total}  {escape(verdict.note)}  ->  {escape(str(out))}",
-        highlight=False,
-    )
+    if as_json:
+        typer.echo(json.dumps({**verdict.to_json(), "out": str(out)}, default=str))
+    else:
+        console.print(
+            f"[{color}]{verdict.status}[/{color}]  F2P {verdict.f2p_passed}/{verdict.f2p_total}  "
+            f"P2P {verdict.p2p_passed}/{verdict.p2p_total}  {escape(verdict.note)}  ->  {escape(str(out))}",
+            highlight=False,
+        )
     # A patch that is not a diff is malformed input, like infrastructure trouble: the harness could not run.
     if verdict.status == "patch_invalid" or verdict.infra_failure:
         raise typer.Exit(ExitCode.HARNESS_ERROR)
@@ -165,6 +169,7 @@ def evaluate(
     dask_workers: int | None = typer.Option(
         None, help="Run the fan-out on a local Dask cluster of N workers."
     ),
+    as_json: bool = typer.Option(False, "--json", help="Print report.json instead of the text table."),
 ):
     """Evaluate one model's predictions: data/runs/<run_id>/ with Parquet results and a report."""
     report = _evaluate(
@@ -182,14 +187,35 @@ def evaluate(
         dask_address=dask_address,
         dask_workers=dask_workers,
     )
+    if as_json:
+        typer.echo(json.dumps(report, indent=2, default=str))
+        return
     typer.echo((Path(report["out_dir"]) / "report.txt").read_text())
 
 
 @app.command()
-def report(run_dirs: list[Path] = typer.Argument(..., help="Run folders (data/runs/<run_id>).")):
+def report(
+    run_dirs: list[Path] = typer.Argument(..., help="Run folders (data/runs/<run_id>)."),
+    as_json: bool = typer.Option(False, "--json", help="Each run's report.json, as one JSON list."),
+    chart: Path | None = typer.Option(None, "--chart", help="Write rates.png and grid.png into this folder."),
+    html_dir: Path | None = typer.Option(
+        None, "--html", help="Write a static leaderboard page into this folder."
+    ),
+):
     """Aggregate one or many runs into a leaderboard: models x domains x tiers, failures by kind."""
     from tasks_lib import reporting
 
+    if chart or html_dir:
+        from tasks_lib import leaderboard
+
+        df = leaderboard.load_results(run_dirs)
+        for path in leaderboard.write_charts(df, chart) if chart else []:
+            console.print(f"chart: {path}", highlight=False)
+        if html_dir:
+            console.print(f"leaderboard page: {leaderboard.write_html(df, html_dir)}", highlight=False)
+    if as_json:
+        typer.echo(json.dumps(reporting.run_reports(run_dirs), indent=2, default=str))
+        return
     typer.echo(reporting.leaderboard(run_dirs))
 
 

@@ -24,11 +24,14 @@ def images_bootstrap():
 
 
 @images_app.command("list")
-def images_list():
+def images_list(as_json: bool = typer.Option(False, "--json", help="One JSON object per image.")):
     """Images this project built, with their content keys."""
     from tasks_lib import images
 
     for row in images.list_images():
+        if as_json:
+            typer.echo(json.dumps(row))
+            continue
         typer.echo(
             f"{', '.join(row['tags']) or '<untagged>'}\t{row['size_mb']} MB\tkey={str(row['key'])[:16]}"
         )

@@ -18,7 +18,7 @@ from prefect.logging import get_run_logger
 
 from flows import artifacts
 from flows.runners import task_runner
-from tasks_lib import curation, extraction, repos, season_plan
+from tasks_lib import curation, extraction, progress, repos, season_plan
 from tasks_lib.constants import ExtractionStatus
 from tasks_lib.errors import InfraError, InputError
 from tasks_lib.season import Season, load_season
@@ -32,7 +32,8 @@ def _logger():
         return logging.getLogger("pbench.curation")
 
 
-@task(retries=2, retry_delay_seconds=5, retry_condition_fn=lambda t, r, s: _is_transient(s))
+# GitHub unavailable (after PyGithub's own retries) is an InfraError: retried with a growing delay.
+@task(retries=3, retry_delay_seconds=[10, 60, 300], retry_condition_fn=lambda t, r, s: _is_transient(s))
 def crawl(
     season: Season, source_name: str, method: str | None, prs_file: str | None, mirror: str | None, out: str
 ) -> str:
@@ -177,6 +178,7 @@ def _source(spec: Season, source_name: str, out: Path, crawl_method, prs_file, m
             result = season_plan.failed_job(futures[fut], str(exc))
         results.append(result)
         logger.info(season_plan.progress(i, len(futures), result))
+        progress.notify_curation(source_name, result, season_plan.status_counts(results), len(futures))
     curation.write_extraction(results, out)
     summary = season_plan.finish_source(
         spec, out, results, package_stage(spec, source_name, str(out), mirror)

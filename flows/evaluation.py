@@ -50,16 +50,34 @@ def evaluate_model(
         source,
         mirror,
     )
-    futures = {score.submit(plan, i["instance_id"]): i["instance_id"] for i in plan.instances}
+    skipped = runs.missing(plan)
+    futures = {
+        score.submit(plan, i.instance_id): i.instance_id
+        for i in plan.instances
+        if i.instance_id in plan.predictions
+    }
     verdicts = {}
     counts: Counter[str] = Counter()
-    for fut in as_completed(list(futures)):
-        v = evaluation.Verdict.from_json(fut.result())
+    total = len(plan.instances)
+
+    def record(v: evaluation.Verdict) -> None:
         verdicts[v.instance_id] = v
         counts[v.kind] += 1
-        print(runs.progress_line(len(verdicts), len(futures), v, counts))
-        progress.notify(v, counts, len(futures))
+        print(runs.progress_line(len(verdicts), total, v, counts))
+        progress.notify(v, counts, total)
+
+    for instance in skipped:  # no container: unresolved, in the denominator
+        record(runs.no_prediction(instance))
+    for fut in as_completed(list(futures)):
+        record(evaluation.Verdict.from_json(fut.result()))
     report = runs.finish_run(plan, verdicts)
+    _publish(plan, report)
+    report["out_dir"] = str(plan.out_dir)
+    return report
+
+
+def _publish(plan: runs.RunPlan, report: dict) -> None:
+    """The run's report and tables as Prefect artifacts, linked to its Parquet outputs."""
     create_markdown_artifact(
         key=artifacts.key(f"report-{plan.run_id}"),
         markdown="```\n" + (plan.out_dir / "report.txt").read_text() + "```\n",
@@ -75,8 +93,6 @@ def evaluate_model(
         [plan.out_dir / "results.parquet", plan.out_dir / "tests.parquet", plan.out_dir / "report.json"],
         f"run {plan.run_id}",
     )
-    report["out_dir"] = str(plan.out_dir)
-    return report
 
 
 def run_evaluation(

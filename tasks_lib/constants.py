@@ -31,6 +31,9 @@ class Status(StrEnum):
     TEST_COLLECTION_FAILED = "test_collection_failed"
     TIMEOUT = "timeout"
     INFRA_ERROR = "infra_error"
+    # The predictions hold nothing for a selected instance: unresolved, counted in the denominator (as
+    # SWE-bench's leaderboards divide by the dataset), never run.
+    NO_PREDICTION = "no_prediction"
 
 
 # Statuses that say nothing about the model unless the run charged them to the patch: retried, then reported

@@ -18,11 +18,22 @@ def _normalise(row: dict) -> dict:
     """Parquet / datasets give numpy arrays and None where JSONL gives lists and strings."""
     # Parquet via pandas gives NaN for a null string: a missing optional field, like in JSONL.
     out = {k: v for k, v in dict(row).items() if not (isinstance(v, float) and v != v)}
+    if all(out.get(k) is None for k in _LIST_FIELDS) and any(k.upper() in out for k in _LIST_FIELDS):
+        # A flat SWE-bench record: JSON strings, the frontend's tests apart (tasks_lib/swebench.py).
+        from tasks_lib import swebench
+
+        out.update(swebench.sides_of_flat(out))
+        if isinstance(out.get("environment"), str):
+            try:
+                out["environment"] = json.loads(out["environment"] or "{}")
+            except json.JSONDecodeError:
+                out["environment"] = {}
+        for key in ("stack_domain", "contamination_tier"):
+            if out.get(key) == "":
+                out.pop(key)
     for key in _LIST_FIELDS:
         value = out.get(key)
-        if value is None and isinstance(out.get(key.upper()), str):  # a flat SWE-bench export
-            value = out[key.upper()]
-        if isinstance(value, str):  # a flat SWE-bench export: JSON strings
+        if isinstance(value, str):  # a list field given as a JSON string
             value = {"backend": json.loads(value), "frontend": []}
         value = dict(value or {})
         out[key] = {

@@ -243,6 +243,10 @@ def export_dataset(season: Season, out: Path) -> Path:
     ds = datasets.Dataset(table) if instances else datasets.Dataset.from_list([])
     hf_dir = out / "hf"
     datasets.DatasetDict({"test": ds}).save_to_disk(str(hf_dir))
+    # The same instances as flat SWE-bench records: the card's `swebench` config.
+    from tasks_lib import swebench
+
+    swebench.write(instances, hf_dir / "swebench")
     (hf_dir / "README.md").write_text(dataset_card(season, instances))
     return hf_dir
 
@@ -260,6 +264,8 @@ def dataset_card(season: Season, instances: list[dict]) -> str:
         "configs:",
         "- config_name: default",
         "  data_files: [{split: test, path: test/*.arrow}]",
+        "- config_name: swebench",
+        "  data_files: [{split: test, path: swebench/test/*.arrow}]",
         "---",
         f"# PrototypeBench — season `{season.name}`",
         "",

@@ -394,5 +394,5 @@ def _pr_record(
         "url": f"{REPO_URL}/pull/{pr.number}",
     }
     if pr.review_comments:
-        record["reviewComments"] = list(pr.review_comments)  # extension: becomes hints_text
+        record["reviewComments"] = list(pr.review_comments)  # extension: read, never hints (they discuss the fix)
     return record

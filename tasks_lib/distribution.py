@@ -244,6 +244,20 @@ def to_markdown(report: DistributionReport, title: str = "Distribution check") -
     return "\n".join(lines) + "\n"
 
 
+def calendar_months(counts: dict[str, int]) -> dict[str, int]:
+    """Every calendar month from the first to the last with a count ("YYYY-MM"), the empty ones as 0."""
+    if not counts:
+        return {}
+    first, last = min(counts), max(counts)
+    year, month = int(first[:4]), int(first[5:7])
+    out = {}
+    while f"{year:04d}-{month:02d}" <= last:
+        key = f"{year:04d}-{month:02d}"
+        out[key] = counts.get(key, 0)
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+    return out
+
+
 def write_chart(report: DistributionReport, path: Path | str) -> Path:
     """A 2×2 PNG: domain share vs target, size buckets, PRs per merge month, top labels."""
     # Imported here: matplotlib is slow to import and only this function needs it. The object API with
@@ -266,18 +280,23 @@ def write_chart(report: DistributionReport, path: Path | str) -> Path:
     ax_domain.set_title("Stack domain (share of the mix)" + ("" if report.ok else " — OFF TARGET"))
     ax_domain.legend()
 
+    from matplotlib.ticker import MaxNLocator
+
     sizes = report.counts["size"]
     ax_size.bar(list(sizes), list(sizes.values()))
     ax_size.set_title("Size bucket (non-test changed lines)")
+    ax_size.yaxis.set_major_locator(MaxNLocator(integer=True))
 
-    months = report.counts["month"]
+    months = calendar_months(report.counts["month"])
     ax_month.bar(range(len(months)), list(months.values()))
+    ax_month.yaxis.set_major_locator(MaxNLocator(integer=True))
     step = max(1, len(months) // 12)
     ax_month.set_xticks(list(range(0, len(months), step)), list(months)[::step], rotation=45, ha="right")
     ax_month.set_title("PRs per merge month")
 
     labels = dict(list(report.counts["label"].items())[:10])
     ax_label.barh(list(labels)[::-1], list(labels.values())[::-1])
+    ax_label.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax_label.set_title("Top labels")
 
     fig.suptitle(f"{report.total_kept} kept PRs, {report.in_mix} in the mix")

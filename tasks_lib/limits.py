@@ -47,13 +47,13 @@ def docker_slot():
         yield
 
 
-def github_call() -> None:
-    """Wait for a slot of the GitHub API budget (a rate limit: slots decay, they are not released)."""
+def github_call(requests: int = 1) -> None:
+    """Wait for `requests` slots of the GitHub API budget (a rate limit: slots decay, they are not released)."""
     if not _in_prefect_run():
         return
     from prefect.concurrency.sync import rate_limit
 
-    rate_limit(GITHUB_LIMIT, occupy=1, strict=False)
+    rate_limit(GITHUB_LIMIT, occupy=max(1, requests), strict=False)
 
 
 def ensure_limits(docker_slots: int = 2, github_per_hour: int = 4000) -> dict[str, dict]:

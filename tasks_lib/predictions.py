@@ -235,10 +235,12 @@ def load_predictions(
     gold_patches: dict[str, str] | None = None,
     files_reader: FilesReader | None = None,
     default_model: str | None = None,
+    require_model: bool = False,
 ) -> list[Prediction]:
     """Predictions for the given instances, in the order of `instance_ids` (see the module doc for
     shapes and for what fails the load). `files_reader(instance_id)` returns a reader of base
-    files for that instance; `default_model` fills a missing `model_name_or_path`."""
+    files for that instance; `default_model` fills a missing `model_name_or_path`, and with
+    `require_model` every given `model_name_or_path` must equal it (one run is one model)."""
     name = str(path_or_special)
     if name in SPECIALS:
         return _specials(name, instance_ids, gold_patches)
@@ -257,6 +259,14 @@ def load_predictions(
     for entry in _read_entries(name, text):
         prediction = _prediction(name, entry, default_model, files_reader)
         iid = prediction.instance_id
+        if require_model and default_model is not None and prediction.model_name_or_path != default_model:
+            raise PredictionsError(
+                name,
+                entry.where,
+                f"'model_name_or_path' is {prediction.model_name_or_path!r} but --model is {default_model!r} "
+                "(one run is one model: pass the same name, or split the file)",
+                instance_id=iid,
+            )
         if iid not in known:
             raise PredictionsError(name, entry.where, f"unknown instance id {iid!r}", instance_id=iid)
         if iid in seen:

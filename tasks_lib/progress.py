@@ -12,3 +12,12 @@ CALLBACKS: list = []
 def notify(*args) -> None:
     for callback in list(CALLBACKS):
         callback(*args)
+
+
+# Curation's listeners: called with (source name, PR result, status counts so far, PRs to extract).
+CURATION: list = []
+
+
+def notify_curation(*args) -> None:
+    for callback in list(CURATION):
+        callback(*args)

@@ -6,6 +6,7 @@ names and dtypes below are the analysts' contract (docs/analysis.md); a test pin
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
@@ -16,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tasks_lib import tiering
+from tasks_lib.constants import Status
 from tasks_lib.instance import TaskInstance
 
 RESULTS_SCHEMA = pa.schema(
@@ -137,8 +139,45 @@ def _rate(resolved: int, total: int) -> float:
     return round(resolved / total, 4) if total else 0.0
 
 
+EMPTY_PATCH_SHA256 = hashlib.sha256(b"").hexdigest()
+
+
+def swebench_lists(rows: Sequence[dict]) -> dict:
+    """The id lists and counts a SWE-bench run report carries, over every selected instance: `incomplete`
+    (no prediction), `empty_patch`, `error` (the harness could not grade), `completed` = resolved + unresolved."""
+    ids = lambda keep: sorted(r["instance_id"] for r in rows if keep(r))  # noqa: E731
+    incomplete = ids(lambda r: r["status"] == Status.NO_PREDICTION)
+    submitted = ids(lambda r: r["status"] != Status.NO_PREDICTION)
+    empty = ids(lambda r: r["status"] != Status.NO_PREDICTION and r["patch_sha256"] == EMPTY_PATCH_SHA256)
+    error = ids(lambda r: r["infra_failure"] and r["instance_id"] not in empty)
+    resolved = ids(lambda r: r["resolved"])
+    skip = set(incomplete) | set(empty) | set(error)
+    unresolved = ids(lambda r: not r["resolved"] and r["instance_id"] not in skip)
+    completed = sorted(resolved + unresolved)
+    lists = {
+        "submitted_ids": submitted,
+        "completed_ids": completed,
+        "incomplete_ids": incomplete,
+        "empty_patch_ids": empty,
+        "resolved_ids": resolved,
+        "unresolved_ids": unresolved,
+        "error_ids": error,
+    }
+    counts = {
+        "total_instances": len(rows),
+        "submitted_instances": len(submitted),
+        "completed_instances": len(completed),
+        "resolved_instances": len(resolved),
+        "unresolved_instances": len(unresolved),
+        "empty_patch_instances": len(empty),
+        "error_instances": len(error),
+    }
+    return {**counts, **lists}
+
+
 def build_report(rows: Sequence[dict], meta: dict) -> dict:
-    """Score and its splits: by stack domain, by status, by contamination relative to the model."""
+    """Score and its splits: by stack domain, by status, by contamination relative to the model. The score
+    divides by every selected instance (a missing prediction is unresolved), as SWE-bench leaderboards do."""
     scored = [r for r in rows if not r["infra_failure"]]
     resolved = sum(r["resolved"] for r in rows)
 
@@ -169,6 +208,7 @@ def build_report(rows: Sequence[dict], meta: dict) -> dict:
         "tampered": {r["instance_id"]: r["tampering"] for r in rows if r.get("tampering")},
         "static_flags": {r["instance_id"]: r["static_flags"] for r in rows if r.get("static_flags")},
         "instances": {r["instance_id"]: r["status"] for r in rows},
+        **swebench_lists(rows),
     }
 
 
@@ -177,8 +217,11 @@ def text_table(report: dict) -> str:
     lines = [
         f"PrototypeBench evaluation — {report['model']} (cutoff {report['model_cutoff']}) — run {report['run_id']}",
         "",
-        f"scored {report['total']}   resolved {report['resolved']}   "
-        f"score {report['score'] * 100:.1f}%   infra failures {report['infra_failures']}",
+        f"instances {report['total']}   resolved {report['resolved']}   "
+        f"score {report['score'] * 100:.1f}% (resolved / instances)   infra failures {report['infra_failures']}"
+        + (
+            f"   without a prediction {len(report['incomplete_ids'])}" if report.get("incomplete_ids") else ""
+        ),
         "",
         f"{'split':34} {'resolved':>9}",
         f"{'─' * 34} {'─' * 9}",
@@ -193,6 +236,8 @@ def text_table(report: dict) -> str:
     lines += ["", "verdicts by status"]
     for status, n in report["by_status"].items():
         lines.append(f"{n:>5}  {status}")
+    if report.get("incomplete_ids"):
+        lines += ["", f"no prediction (unresolved): {', '.join(report['incomplete_ids'])}"]
     if report["exit_code_mismatches"]:
         lines += ["", f"exit code contradicted parsed results: {', '.join(report['exit_code_mismatches'])}"]
     for title, key in (
@@ -213,6 +258,22 @@ def write_run_outputs(out_dir: Path, rows: list[dict], tests: list[dict], meta: 
     (out_dir / "report.json").write_text(json.dumps(report, indent=2, default=str))
     (out_dir / "report.txt").write_text(text_table(report))
     return report
+
+
+def run_reports(run_dirs: Iterable[Path]) -> list[dict]:
+    """Each run folder's report.json (refused, naming the folder, when it is not a run)."""
+    from tasks_lib.errors import InputError
+
+    out = []
+    for d in run_dirs:
+        p = Path(d) / "report.json"
+        if not p.is_file():
+            raise InputError(f"{d}: no report.json (not a run folder)")
+        try:
+            out.append(json.loads(p.read_text()))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{p}: not JSON ({exc.msg})") from None
+    return out
 
 
 def leaderboard(run_dirs: Iterable[Path]) -> str:

@@ -69,10 +69,11 @@ def plan_run(
         default_model=model,
         gold_patches={i: by_id[i].patch for i in by_id},
         files_reader=files_reader,
+        require_model=True,
     )
     pred_by_id = {p.instance_id: p for p in preds}
-    if predictions_path not in predictions.SPECIALS:
-        instances = [i for i in instances if i.instance_id in pred_by_id]
+    # Every selected instance stays in the run: one without a prediction is `no_prediction` (unresolved), so
+    # the score is resolved / selected, whatever the model chose to skip.
     fingerprint = hashlib.sha256(
         "\0".join(f"{i}:{pred_by_id[i].patch_sha256}" for i in sorted(pred_by_id)).encode()
     ).hexdigest()[:12]
@@ -123,6 +124,24 @@ def _run_folder(run_id: str, meta: dict) -> Path:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "model"
+
+
+def missing(plan: RunPlan) -> list[TaskInstance]:
+    """The selected instances the predictions say nothing about (scored without a container)."""
+    return [i for i in plan.instances if i.instance_id not in plan.predictions]
+
+
+def no_prediction(instance: TaskInstance) -> Verdict:
+    from tasks_lib.constants import Status
+
+    return Verdict(
+        instance.instance_id,
+        False,
+        Status.NO_PREDICTION,
+        f2p_total=sum(len(instance.tests(side)[0]) for side in ("backend", "frontend")),
+        p2p_total=sum(len(instance.tests(side)[1]) for side in ("backend", "frontend")),
+        note="no prediction for this instance: unresolved, counted in the score's denominator",
+    )
 
 
 def score_planned(plan: RunPlan, instance: TaskInstance, settings: Settings | None = None) -> Verdict:

@@ -2,7 +2,9 @@
 
 Accepts JSON Lines (one PR per line, as in `../shared/reference/fastapi-template/prs.jsonl`) or the plain
 JSON array `gh` prints. Two optional extension fields are understood: `closingIssuesReferences[].title/body`
-(issue text resolved at export time) and `reviewComments` (list of strings) for `hints_text`.
+(issue text resolved at export time) and `hintsText` (SWE-bench's hints, resolved at export time: the closing
+issues' comments made before the PR's first commit) for `hints_text`. The PR's own review comments
+(`reviewComments`) are never hints: they discuss the fix.
 Base commits are unknown in an export: `base_commit` stays null until resolved against a clone
 (`tasks_lib.crawl.mirror.resolve_base_commits`).
 """
@@ -139,9 +141,7 @@ def _closing_issues(r: _Row, repo: str) -> tuple[ClosingIssue, ...]:
 
 
 def _hints(r: _Row) -> str:
-    comments = r.get("reviewComments", list, required=False, default=[])
-    texts = [c.get("body", "") if isinstance(c, dict) else str(c) for c in comments]
-    return "\n\n".join(t.strip() for t in texts if t and t.strip())
+    return r.get("hintsText", str, required=False, default="").strip()
 
 
 def _commit_oid(r: _Row, key: str) -> str | None:

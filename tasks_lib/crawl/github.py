@@ -3,8 +3,8 @@
 Merged PRs come from the closed-PR list sorted by `updated` descending: a PR merged before `since` was
 last updated no earlier than its merge, so the first PR updated before `since` ends the crawl.
 Per PR: the full PR (sizes, base/merge shas), its files, labels, author and bot flag, closing issues
-("closes/fixes/resolves #N" in the body, each issue's title and body fetched), and human review and
-conversation comments for `hints_text`.
+("closes/fixes/resolves #N" in the body, each issue's title and body fetched), and the human comments on
+the closing issues made before the PR's first commit for `hints_text` (SWE-bench's meaning).
 
 Waiting and retrying live in one place, `BoundedGithubRetry` (PyGithub's `GithubRetry`): a rate limit
 (403/429 with `X-RateLimit-Remaining: 0` or `Retry-After`) waits for the reset, at most
@@ -30,7 +30,7 @@ from github.GithubException import BadCredentialsException, RateLimitExceededExc
 
 from tasks_lib import limits
 from tasks_lib.crawl.base import ChangedFile, ClosingIssue, PullRequest, in_window, looks_like_bot, to_utc
-from tasks_lib.errors import InputError, PbenchError
+from tasks_lib.errors import InfraError, InputError
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ CLOSING_REF = re.compile(
 )
 
 
-class GitHubUnavailable(PbenchError):
+class GitHubUnavailable(InfraError):
     """GitHub did not answer usefully after the allowed waits and retries (transient: retry the task later)."""
 
 
@@ -118,6 +118,12 @@ def _translate_errors(repo: str) -> Iterator[None]:
         raise GitHubUnavailable(
             f"GitHub unreachable for {repo} after retries: {type(exc).__name__}"
         ) from None
+    except GithubException as exc:
+        if exc.status in PERMANENT_STATUSES:
+            raise
+        # 5xx (or a limit answer PyGithub gave up on) after PyGithub's own retries: transient, the crawl task's
+        # retries (with their backoff) try again.
+        raise GitHubUnavailable(f"GitHub answered HTTP {exc.status} for {repo} after retries") from None
 
 
 class GitHubPRSource:
@@ -195,7 +201,8 @@ class GitHubPRSource:
                     self.stats.outside_window += 1
                     continue
                 try:
-                    limits.github_call()  # a slot of the shared API budget (no-op outside Prefect)
+                    # Slots of the shared API budget (no-op outside Prefect), one per request this PR costs.
+                    limits.github_call(self.requests_for(listed.body))
                     pr = self._fetch(gh_repo, listed.number, default_branch)
                 except GithubException as exc:
                     if exc.status not in PERMANENT_STATUSES:
@@ -217,8 +224,15 @@ class GitHubPRSource:
             len(self.stats.failed),
         )
 
+    def requests_for(self, body: str | None) -> int:
+        """REST requests one PR costs: the PR, its files, and per closing issue the issue and its comments,
+        plus the PR's commits when there is one (the hints' cutoff)."""
+        issues = len(closing_issue_numbers(body, self.repo))
+        return 2 + 2 * issues + (1 if issues else 0)
+
     def _fetch(self, gh_repo: Any, number: int, default_branch: str) -> PullRequest:
         full = gh_repo.get_pull(number)
+        issues = self._closing_issues(gh_repo, full.body)
         files = tuple(ChangedFile(f.filename, f.additions, f.deletions) for f in full.get_files())
         login = full.user.login if full.user is not None else "ghost"
         is_bot = (full.user is not None and full.user.type == "Bot") or looks_like_bot(login)
@@ -245,12 +259,12 @@ class GitHubPRSource:
             created_at=to_utc(full.created_at),
             merged_at=to_utc(full.merged_at),
             url=full.html_url,
-            closing_issues=self._closing_issues(gh_repo, full.body),
-            hints_text=self._hints(full),
+            closing_issues=tuple(issue for issue, _ in issues),
+            hints_text=self._hints(full, [raw for _, raw in issues]),
             crawled_from="github",
         )
 
-    def _closing_issues(self, gh_repo: Any, body: str | None) -> tuple[ClosingIssue, ...]:
+    def _closing_issues(self, gh_repo: Any, body: str | None) -> list[tuple[ClosingIssue, Any]]:
         out = []
         for number in closing_issue_numbers(body, self.repo):
             try:
@@ -262,16 +276,40 @@ class GitHubPRSource:
                 continue
             if issue.pull_request is not None:
                 continue  # "closes #N" naming another PR: not an issue, no problem statement in it
-            out.append(ClosingIssue(number, issue.title or "", issue.body or ""))
-        return tuple(out)
+            out.append((ClosingIssue(number, issue.title or "", issue.body or ""), issue))
+        return out
 
-    def _hints(self, full: Any) -> str:
-        """Human review comments and conversation comments, oldest first; bot chatter left out."""
-        comments = [*full.get_review_comments(), *full.get_issue_comments()]
+    def _hints(self, full: Any, issues: list[Any]) -> str:
+        """SWE-bench's hints: the human comments on the closing issues made before the PR's first commit,
+        oldest first (never the PR's own review or conversation, which discuss the fix). Empty when there is
+        no closing issue or the first commit's time is unknown."""
+        if not issues:
+            return ""
+        try:
+            first = next(iter(full.get_commits()), None)
+        except GithubException as exc:
+            if exc.status not in PERMANENT_STATUSES:
+                raise
+            return ""
+        when = first.commit.author.date if first is not None and first.commit.author else None
+        if when is None:
+            return ""
+        cutoff = to_utc(when)
+        comments = []
+        for issue in issues:
+            try:
+                comments += list(issue.get_comments())
+            except GithubException as exc:
+                if exc.status not in PERMANENT_STATUSES:
+                    raise
         human = [
             c
             for c in comments
-            if c.body and c.user is not None and c.user.type != "Bot" and not looks_like_bot(c.user.login)
+            if c.body
+            and c.user is not None
+            and c.user.type != "Bot"
+            and not looks_like_bot(c.user.login)
+            and to_utc(c.created_at) < cutoff
         ]
         human.sort(key=lambda c: to_utc(c.created_at))
         return "\n\n".join(c.body.strip() for c in human)

@@ -87,11 +87,14 @@ def test_merged_prs_in_window_are_normalized(server):
     ]
     assert "archive items so that old orders" in pr.closing_issues[0].body
     assert len(server.hits("/repos/acme/shop/issues/99")) == 1
-    # Human comments, oldest first; github-actions[bot] chatter left out.
+    # SWE-bench's hints: human comments on the closing issues made before the PR's first commit (2025-04-10
+    # 12:00), oldest first; the bot's comment and the one after the first commit left out, and never the PR's
+    # own review or conversation comments (they discuss the fix).
     assert pr.hints_text.split("\n\n") == [
-        "The list endpoint should accept `include_archived=true` too.",
-        "Should archived items still count towards the total?",
+        "Old orders reference archived items, so deleting breaks the order page.",
+        "The list should hide them by default.",
     ]
+    assert "include_archived" not in pr.hints_text and "Fixed by" not in pr.hints_text
     assert prs[10].base_ref == "release-1.x"  # crawled as-is; the filter judges the branch
     assert source.stats.unmerged == 1 and source.stats.failed == {}
 
@@ -159,9 +162,38 @@ def test_transient_5xx_is_retried(server):
 def test_exhausted_retries_raise_unavailable(server):
     """5xx beyond the retry budget is an infrastructure failure, reported as such (not an empty crawl)."""
     server.fail_next(f"{PULLS}/11/files", "bad_gateway", times=10)
-    with pytest.raises(GitHubUnavailable):
+    with pytest.raises(GitHubUnavailable) as err:
         _crawl(server, retries=2)
     assert len(server.hits(f"{PULLS}/11/files")) == 3
+    # ... and the class the crawl task's retry condition accepts: the task retries, with a growing delay.
+    from flows.curation import _is_transient, crawl
+
+    class Failed:
+        def result(self):
+            raise err.value
+
+    assert _is_transient(Failed())
+    assert crawl.retries >= 2 and list(crawl.retry_delay_seconds) == sorted(crawl.retry_delay_seconds)
+
+
+def test_the_rate_budget_counts_the_requests_a_pr_costs(server):
+    """Slots of the GitHub budget per PR = the REST requests it may cost (the PR, its files, per closing issue
+    the issue and its comments, the PR's commits when it closes one), never fewer than the stand-in saw."""
+    source = _source(server, per_page=100)
+    prs = {pr.number: pr for pr in source.iter_merged_prs(SINCE, UNTIL)}
+    import json as _json
+
+    body = _json.loads((server.fixtures / "repos/acme/shop/pulls/11.json").read_text())["body"]
+    own = [
+        r
+        for r in server.requests
+        if r.path.startswith((f"{PULLS}/11", "/repos/acme/shop/issues/"))
+        and not r.path.startswith(("/repos/acme/shop/issues/10", "/repos/acme/shop/issues/12"))
+    ]
+    # Counted before the fetch, from the body: #99 does not exist (404, no comments fetched), one slot too many,
+    # never one too few.
+    assert 11 in prs and source.requests_for(body) == len(own) + 1, [r.path for r in own]
+    assert source.requests_for("no closing issue") == 2
 
 
 def test_422_is_not_retried_and_skips_only_that_pr(server):

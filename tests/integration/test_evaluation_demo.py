@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -168,3 +169,97 @@ def test_patch_that_edits_a_test_to_pass_is_not_resolved(gold_run, tmp_path):
     rep = _evaluate(str(preds), "cheater", "cheater-run", ids=[BUGFIX])
     assert rep["resolved"] == 0
     assert rep["instances"][BUGFIX] == "patch_touches_tests"
+
+
+def test_predictions_for_half_the_corpus_score_over_the_whole_corpus(gold_run, tmp_path):
+    """Issue 18: the denominator is the selected corpus. Gold patches for half of the demo: score = resolved /
+    every instance, the other half `no_prediction` (unresolved, no container), listed as SWE-bench does."""
+    instances = _instances()
+    ids = sorted(instances)
+    half, rest = ids[: len(ids) // 2], ids[len(ids) // 2 :]
+    preds = tmp_path / "half.jsonl"
+    preds.write_text(
+        "".join(
+            json.dumps({"instance_id": i, "model_name_or_path": "half", "model_patch": instances[i]["patch"]})
+            + "\n"
+            for i in half
+        )
+    )
+    rep = _evaluate(str(preds), "half", "half-run")
+    assert rep["total"] == rep["total_instances"] == len(ids)
+    assert rep["resolved"] == len(half) and rep["score"] == round(len(half) / len(ids), 4)
+    assert rep["incomplete_ids"] == rest and rep["resolved_ids"] == half
+    assert rep["submitted_ids"] == half and rep["error_ids"] == [] and rep["unresolved_ids"] == []
+    assert {rep["instances"][i] for i in rest} == {"no_prediction"}
+    text = Path(rep["out_dir"], "report.txt").read_text()
+    assert f"score {100 * len(half) / len(ids):.1f}%" in text and rest[0] in text
+    df = pd.read_parquet(f"{rep['out_dir']}/results.parquet").set_index("instance_id")
+    assert not df.loc[rest, "resolved"].any() and set(df.loc[rest, "status"]) == {"no_prediction"}
+
+
+def test_a_prediction_of_another_model_is_refused_naming_both(curated_demo, tmp_path):
+    from tasks_lib.errors import InputError
+
+    inst = _instances()[BUGFIX]
+    preds = tmp_path / "other.jsonl"
+    preds.write_text(
+        json.dumps({"instance_id": BUGFIX, "model_name_or_path": "model-b", "model_patch": inst["patch"]})
+    )
+    with pytest.raises(InputError) as err:
+        _evaluate(str(preds), "model-a", "mismatch-run")
+    assert "'model-b'" in str(err.value) and "'model-a'" in str(err.value)
+
+
+def test_the_swebench_export_of_the_demo_loads_back_and_evaluates(gold_run, tmp_path):
+    """Issue 18: `pbench export --format swebench` on the demo season, read by pandas and `datasets` with every
+    SWE-bench field, then the flat file through `pbench list/show/evaluate` without a traceback."""
+    import datasets
+
+    out = tmp_path / "demo-swebench.jsonl"
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cli.pbench",
+            "export",
+            "--dataset",
+            "demo",
+            "--format",
+            "swebench",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 0, res.stderr
+    df = pd.read_json(out, lines=True, dtype=False).set_index("instance_id")
+    instances = _instances()
+    assert sorted(df.index) == sorted(instances)
+    for iid, inst in instances.items():
+        assert json.loads(df.loc[iid, "FAIL_TO_PASS"]) == inst["fail_to_pass"]["backend"]
+        assert json.loads(df.loc[iid, "PASS_TO_PASS_FRONTEND"]) == inst["pass_to_pass"]["frontend"]
+    hf = tmp_path / "hf"
+    subprocess.run(
+        [sys.executable, "-m", "cli.pbench", "export", "--dataset", "demo", "--out", str(hf)],
+        check=True,
+        capture_output=True,
+    )
+    ds = datasets.load_from_disk(str(hf))["test"]
+    assert ds.num_rows == len(instances) and {"FAIL_TO_PASS", "PASS_TO_PASS", "version"} <= set(
+        ds.column_names
+    )
+    for args in (["list", "--dataset", str(out)], ["show", BUGFIX, "--dataset", str(out)]):
+        res = subprocess.run([sys.executable, "-m", "cli.pbench", *args], capture_output=True, text=True)
+        assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    from flows.evaluation import run_evaluation
+
+    rep = run_evaluation(
+        max_workers=2,
+        dataset=str(out),
+        predictions="gold",
+        model="gold",
+        model_cutoff="2025-06-01",
+        run_id="gold-flat",
+    )
+    assert rep["resolved"] == rep["total"] == len(instances)

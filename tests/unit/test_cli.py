@@ -143,3 +143,53 @@ def test_curate_choices_are_refused_before_prefect_starts(tmp_path):
         res = _pbench("curate", "--season", "demo", *args, env={"PBENCH_OUTPUT_DIR": str(tmp_path)})
         assert res.returncode == 2 and option in res.stderr, res.stderr
         assert "Starting temporary server" not in res.stderr and "Traceback" not in res.stderr
+
+
+def test_hints_reach_the_packet_only_when_asked_for(tmp_path):
+    env = _season(tmp_path)
+    res = _pbench("show", IID, "--dataset", "pub", "--json", "--with-hints", env=env)
+    assert res.returncode == 0, res.stderr
+    packet = json.loads(res.stdout)
+    assert packet["hints_text"] == json.loads(FIXTURE.read_text()).get("hints_text", "")
+    assert "patch" not in packet and "fail_to_pass" not in packet
+
+
+def test_list_and_report_print_json_when_asked(tmp_path):
+    """`--json`: one object per instance (`list`), each run's report.json (`report`): parseable, complete."""
+    env = _season(tmp_path)
+    res = _pbench("list", "--dataset", "pub", "--json", env=env)
+    assert res.returncode == 0, res.stderr
+    (row,) = [json.loads(line) for line in res.stdout.splitlines()]
+    assert row["instance_id"] == IID and row["fail_to_pass"]["backend"] and row["stack_domain"] == "backend_only"
+    run = tmp_path / "runs" / "r1"
+    run.mkdir(parents=True)
+    (run / "report.json").write_text(json.dumps({"run_id": "r1", "score": 0.5}))
+    res = _pbench("report", str(run), "--json", env=env)
+    assert res.returncode == 0 and json.loads(res.stdout) == [{"run_id": "r1", "score": 0.5}], res.stderr
+    res = _pbench("report", str(tmp_path), "--json", env=env)
+    assert res.returncode == 2 and "not a run folder" in res.stderr
+
+
+def test_curate_shows_a_live_bar_per_source_on_a_terminal_only(monkeypatch):
+    """On a terminal: PRs done of planned, the last PR with both sides' counts, counts per status. In a log:
+    nothing but the flow's own line (no bar rendered into a file)."""
+    import io
+
+    from rich.console import Console
+
+    import cli.corpus as corpus_cmd
+    from tasks_lib.constants import ExtractionStatus
+    from tasks_lib.extraction import ExtractionResult
+
+    result = ExtractionResult(14, ExtractionStatus.OK, "a", "b", frontend_fail_to_pass=["x.spec.ts:1:1 › t"])
+    buf = io.StringIO()
+    monkeypatch.setattr(corpus_cmd, "console", Console(file=buf, force_terminal=True, width=200))
+    with corpus_cmd._curation_progress("demo") as on_pr:
+        on_pr("demo", result, {"ok": 1}, 6)
+    shown = buf.getvalue()
+    assert "demo/demo" in shown and "1/6" in shown and "#14 ok F2P 1 P2P 0" in shown and "ok 1" in shown
+    plain = io.StringIO()
+    monkeypatch.setattr(corpus_cmd, "console", Console(file=plain, force_terminal=False))
+    with corpus_cmd._curation_progress("demo") as on_pr:
+        on_pr("demo", result, {"ok": 1}, 6)
+    assert plain.getvalue() == ""

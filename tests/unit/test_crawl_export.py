@@ -122,8 +122,8 @@ def test_window_on_merge_time(tmp_path):
 
 
 def test_extension_fields_fill_issues_and_hints(tmp_path):
-    """Closing-issue title/body and reviewComments (optional extensions) reach the record; another
-    repository's issue number is dropped (it means nothing here)."""
+    """Closing-issue title/body and hintsText (optional extensions) reach the record; another repository's
+    issue number is dropped (it means nothing here); the PR's review comments are never hints."""
     repo = {"name": "full-stack-fastapi-template", "owner": {"login": "fastapi"}}
     row = gh_row(
         closingIssuesReferences=[
@@ -136,14 +136,18 @@ def test_extension_fields_fill_issues_and_hints(tmp_path):
             {"number": 5, "repository": {"name": "other", "owner": {"login": "someone"}}},
             {"number": 9},
         ],
-        reviewComments=["Please add a test.", {"body": "  LGTM  "}, ""],
+        reviewComments=["Use a soft delete here.", {"body": "  LGTM  "}, ""],
+        hintsText="  The bug shows on Python 3.12 only.  ",
     )
     (pr,), _ = crawl(write_jsonl(tmp_path, [row]))
     assert [(i.number, i.title, i.body) for i in pr.closing_issues] == [
         (1780, "Mocks are wrong", "The unit tests mock X."),
         (9, "", ""),
     ]
-    assert pr.hints_text == "Please add a test.\n\nLGTM"
+    assert pr.hints_text == "The bug shows on Python 3.12 only."
+    without = {k: v for k, v in row.items() if k != "hintsText"}
+    (plain,), _ = crawl(write_jsonl(tmp_path, [without]))
+    assert plain.hints_text == ""  # reviewComments alone: no hints
 
 
 def test_json_array_and_missing_repo_field(tmp_path):

@@ -224,3 +224,10 @@ def test_verdict_sizes_are_reused(source):
     verdict = FilterVerdict(1, True, (), 0.5, "backend_only", "default", pr.title, pr.merged_at, 5000)
     report = build_distribution([pr], [verdict], source)
     assert report.counts["size"]["XL"] == 1
+
+
+def test_the_month_axis_has_every_calendar_month():
+    from tasks_lib.distribution import calendar_months
+
+    assert calendar_months({"2025-11": 2, "2026-02": 1}) == {"2025-11": 2, "2025-12": 0, "2026-01": 0, "2026-02": 1}
+    assert calendar_months({}) == {}

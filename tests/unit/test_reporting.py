@@ -417,3 +417,36 @@ def test_leaderboard_refuses_a_folder_that_is_not_a_run(tmp_path):
     """Rule: a folder without results.parquet is named in an InputError (exit 2), not skipped."""
     with pytest.raises(InputError, match="results.parquet"):
         reporting.leaderboard([tmp_path])
+
+
+def test_a_missing_prediction_counts_in_the_denominator_and_the_swebench_lists():
+    """Rule: score = resolved / selected instances; a missing prediction is `no_prediction` (unresolved, in
+    `incomplete_ids`), an empty patch is in `empty_patch_ids`, the harness's failures in `error_ids`."""
+    empty = Verdict("acme__shop-2", False, Status.TESTS_FAILED.value, patch_sha256=reporting.EMPTY_PATCH_SHA256)
+    missing = Verdict("acme__shop-4", False, Status.NO_PREDICTION.value)
+    verdicts = [VERDICTS[0], empty, VERDICTS[2], missing]
+    rows, _ = build(verdicts=verdicts)
+    report = reporting.build_report(rows, META)
+    assert (report["total"], report["resolved"], report["score"]) == (4, 1, 0.25)
+    assert report["incomplete_ids"] == ["acme__shop-4"]
+    assert report["empty_patch_ids"] == ["acme__shop-2"]
+    assert report["error_ids"] == ["acme__shop-3"]
+    assert report["resolved_ids"] == ["acme__shop-1"] and report["unresolved_ids"] == []
+    assert report["completed_ids"] == ["acme__shop-1"]
+    assert report["submitted_ids"] == ["acme__shop-1", "acme__shop-2", "acme__shop-3"]
+    assert (report["total_instances"], report["submitted_instances"], report["error_instances"]) == (4, 3, 1)
+    assert not rows[3]["infra_failure"]  # the model's choice, not the harness's trouble
+    text = reporting.text_table(report)
+    assert "score 25.0% (resolved / instances)" in text and "no prediction (unresolved): acme__shop-4" in text
+
+
+def test_a_prediction_of_another_model_is_refused(tmp_path):
+    from tasks_lib.predictions import PredictionsError, load_predictions
+
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"instance_id": "acme__shop-1", "model_name_or_path": "b", "model_patch": ""}))
+    with pytest.raises(PredictionsError) as err:
+        load_predictions(path, ["acme__shop-1"], default_model="a", require_model=True)
+    assert "'b'" in str(err.value) and "--model is 'a'" in str(err.value) and "line 1" in str(err.value)
+    (ok,) = load_predictions(path, ["acme__shop-1"], default_model="a")  # without the check: as before
+    assert ok.model_name_or_path == "b"
