@@ -21,8 +21,12 @@ from tasks_lib.constants import ExitCode
 from tasks_lib.errors import InputError, PbenchError
 
 
-def _on_sigterm(signum, frame):
-    # Turn SIGTERM into KeyboardInterrupt so every `finally` removes its containers.
+def _on_stop(signum, frame):
+    # Every thread sees the stop (the engine checks it while it waits: worker threads stop within seconds);
+    # the main thread gets a KeyboardInterrupt, so every `finally` removes its containers.
+    from tasks_lib import stopping
+
+    stopping.request_stop()
     raise KeyboardInterrupt
 
 
@@ -31,7 +35,8 @@ def main() -> None:
         level=os.environ.get("PBENCH_LOG_LEVEL", "WARNING"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGTERM, _on_stop)
+    signal.signal(signal.SIGINT, _on_stop)
     # `--debug` anywhere on the line (or PBENCH_DEBUG=1): an unexpected error shows its traceback.
     debug = "--debug" in sys.argv[1:] or os.environ.get("PBENCH_DEBUG") == "1"
     args = [a for a in sys.argv[1:] if a != "--debug"]

@@ -18,7 +18,7 @@ from prefect.logging import get_run_logger
 
 from flows import artifacts
 from flows.runners import task_runner
-from tasks_lib import curation, extraction, progress, repos, season_plan
+from tasks_lib import curation, extraction, progress, repos, season_plan, stopping
 from tasks_lib.constants import ExtractionStatus
 from tasks_lib.errors import InfraError, InputError
 from tasks_lib.season import Season, load_season
@@ -128,6 +128,7 @@ def curation_season(
 
     `until="distribution"` stops after the offline stages (no container): a first look at a new export.
     """
+    stopping.chain_sigterm()  # SIGTERM reaches the worker threads too: a stop within seconds
     if until not in (None, *season_plan.OFFLINE_STAGES):
         raise InputError(f"--until: one of {', '.join(season_plan.OFFLINE_STAGES)}, got {until!r}")
     spec = load_season(season, sources=sources)

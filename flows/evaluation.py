@@ -16,7 +16,7 @@ from prefect.futures import as_completed
 
 from flows import artifacts
 from flows.runners import task_runner
-from tasks_lib import evaluation, progress, runs
+from tasks_lib import evaluation, progress, runs, stopping
 
 
 @task(cache_policy=NONE, task_run_name="score {instance_id}")
@@ -38,6 +38,7 @@ def evaluate_model(
     source: str | None = None,
     mirror: str | None = None,
 ) -> dict:
+    stopping.chain_sigterm()  # SIGTERM reaches the worker threads too: a stop within seconds
     plan = runs.plan_run(
         dataset,
         predictions,

@@ -3,13 +3,14 @@ also on failure, timeout and interrupt."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
 import uuid
 from pathlib import Path
 
-from tasks_lib import docker_client, gitops, images, limits, playwright_report
+from tasks_lib import docker_client, gitops, images, limits, playwright_report, stopping
 from tasks_lib.config import Settings
 from tasks_lib.constants import Blame, RunStatus, Side
 from tasks_lib.engine import jobs, results, services
@@ -56,6 +57,7 @@ def env_images(
 
 
 def _run_tests(request: RunRequest, settings: Settings) -> RunResult:
+    stopping.check()  # a stop asked for while this run waited for its Docker slot
     start = time.monotonic()
     side_spec = request.source.frontend if request.side == Side.FRONTEND else request.source.backend
     timeout = request.timeout_s or side_spec.timeout_s
@@ -144,18 +146,38 @@ def _run_side(stack, request, image, planned, snapshot, settings, deadline, time
     )
 
 
+# How often a waiting run looks at the stop flag: a stop takes effect within this many seconds.
+STOP_POLL_S = 2.0
+
+
 def _wait(container, deadline, timeout, request, result, log_dir) -> int | None:
-    remaining = max(1.0, deadline - time.monotonic())
-    try:
-        return container.wait(timeout=remaining)["StatusCode"]
-    except Exception as exc:  # requests' ReadTimeout / ConnectionError: the wall clock ran out
-        if time.monotonic() < deadline - 1:
-            raise
-        log.info("run %s timed out after %ss (%s)", request.label, timeout, type(exc).__name__)
-        container.kill()
-        result.status = RunStatus.TIMEOUT
-        result.error = f"wall-clock timeout of {timeout}s"
-        return None
+    """The runner's exit code; None when the wall clock ran out (the container killed). A stop asked for
+    meanwhile (tasks_lib.stopping) kills the container and raises, within STOP_POLL_S."""
+    import requests
+
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        try:
+            return container.wait(timeout=max(0.5, min(STOP_POLL_S, remaining)))["StatusCode"]
+        except requests.exceptions.RequestException as exc:  # a read that ran out: this slice is over
+            if not isinstance(exc, requests.exceptions.ReadTimeout) and not _read_timeout(exc):
+                raise  # the daemon went away: infrastructure
+        if stopping.requested():
+            with contextlib.suppress(Exception):  # it may have exited meanwhile (409)
+                container.kill()
+            stopping.check()
+    log.info("run %s timed out after %ss", request.label, timeout)
+    container.kill()
+    result.status = RunStatus.TIMEOUT
+    result.error = f"wall-clock timeout of {timeout}s"
+    return None
+
+
+def _read_timeout(exc: Exception) -> bool:
+    """urllib3 reports a read that ran out as a ConnectionError wrapping a ReadTimeoutError."""
+    return "Read timed out" in str(exc)
 
 
 def _backend_serve(stack, request, backend_image, service_env, snapshot, settings, deadline, result):

@@ -235,6 +235,55 @@ def test_flow_process_killed_after_the_first_verdict_resumes(curated_demo, fresh
         client.close()
 
 
+def test_sigterm_stops_a_threaded_evaluation_within_seconds(curated_demo, fresh_cache, tmp_path):
+    """`pbench evaluate` scores on a worker thread; a signal interrupts only the main thread. With a patch whose
+    route hangs (the source's timeout is 600 s), SIGTERM while its test container runs: the process exits 130
+    within 30 s (not after the timeout), and no container of the run is left."""
+    from attack_kit import Task, edit
+
+    task = Task(BUGFIX)
+    main = task.base_file("backend/app/main.py")
+    anchor = '    """Read one item by id."""\n'
+    hang = edit(
+        "backend/app/main.py",
+        main,
+        main.replace(anchor, anchor + "    import time\n\n    time.sleep(3600)\n"),
+    )
+    preds = tmp_path / "hang.jsonl"
+    preds.write_text(
+        json.dumps({"instance_id": BUGFIX, "model_name_or_path": "hang", "model_patch": hang}) + "\n"
+    )
+    cmd = _cli(
+        "evaluate", "--predictions", str(preds), "--model", "hang", "--model-cutoff", "2025-06-01",
+        "--dataset", "demo", "--id", BUGFIX, "--max-workers", "1", "--run-id", f"sigterm-{uuid.uuid4().hex[:8]}",
+    )  # fmt: skip
+    client = docker.from_env(timeout=60)
+    log = tmp_path / "sigterm.log"
+    try:
+        with open(log, "w") as out:
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ), stdout=out, stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + 600
+            while not [
+                c for c in client.containers.list(filters=_owner_filter()) if c.name.endswith("-tests")
+            ]:
+                assert proc.poll() is None, log.read_text()[-3000:]
+                assert time.monotonic() < deadline, "no test container ran in 600 s"
+                time.sleep(0.5)
+            time.sleep(5)  # the tests are under way, the route hangs
+            asked = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            rc = proc.wait(timeout=120)
+            took = time.monotonic() - asked
+        assert rc == 130, log.read_text()[-3000:]
+        assert took < 30, f"exited {took:.1f} s after SIGTERM"
+        time.sleep(2)
+        left = [c.name for c in client.containers.list(all=True, filters=_owner_filter())]
+        assert left == [], left
+    finally:
+        subprocess.run(_cli("cleanup"), cwd=ROOT, env=dict(os.environ), capture_output=True)
+        client.close()
+
+
 def _full_disk(real_build, repo: str, shape: str):
     """docker's APIClient.build for `repo` as the daemon answers on ENOSPC: an error in the build stream
     (a layer that cannot be written) or a BuildError raised mid-stream; other repositories build for real."""
