@@ -23,6 +23,27 @@ DATASET_HELP = (
 )
 
 
+def live_bar(fields: str, out: Console | None = None):
+    """A live progress bar (description, bar, done/total, `fields`, time) on a terminal; None elsewhere (CI logs,
+    pipes): the flows print one plain line per item already, and a bar rendered into a log is cut at 80 columns."""
+    out = out or console
+    if not out.is_terminal:
+        return None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(fields),
+        TimeElapsedColumn(),
+        console=out,
+        transient=False,
+        redirect_stdout=False,  # a proxied stdout holds a lock that Dask cannot pickle with task context
+        redirect_stderr=False,
+    )
+
+
 def fail(message: str, code: int = ExitCode.HARNESS_ERROR):
     console.print(f"[red]error:[/red] {escape(message)}")
     raise typer.Exit(code)

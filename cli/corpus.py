@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from cli.app import DATASET_HELP, DEFAULT_DATASET, app, console, prefect
+from cli.app import DATASET_HELP, DEFAULT_DATASET, app, console, live_bar, prefect
 from tasks_lib.errors import InputError
 
 
@@ -69,22 +69,13 @@ def curate(
 def _curation_progress(season: str):
     """On a terminal, a live bar per source: PRs extracted of those planned, the last PR (status, F2P / P2P of
     both sides) and the counts per status; elsewhere only the flow's own line per PR (never a bar in a log)."""
-    if not console.is_terminal:
+    progress_bar = live_bar("{task.fields[last]}  {task.fields[counts]}", console)
+    if progress_bar is None:
         yield lambda *_: None
         return
     from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[last]}  {task.fields[counts]}"),
-        TimeElapsedColumn(),
-        console=console,
-        redirect_stdout=False,
-        redirect_stderr=False,
-    ) as bar:
+    with progress_bar as bar:
         jobs: dict[str, int] = {}
 
         def on_pr(source_name, result, counts, total):

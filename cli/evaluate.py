@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from cli.app import DATASET_HELP, DEFAULT_DATASET, app, console, prefect
+from cli.app import DATASET_HELP, DEFAULT_DATASET, app, console, live_bar, prefect
 from cli.corpus import _instance, curate
 from tasks_lib.constants import ExitCode
 from tasks_lib.errors import InputError
@@ -124,24 +124,11 @@ def _verdict_progress(model: str):
     def counts_text(counts) -> str:
         return f"resolved {counts['resolved']} · failed {counts['failed']} · errored {counts['errored']}"
 
-    if not console.is_terminal:
-        # The flow prints one plain line per verdict already; a bar rendered into a log would be cut at 80
-        # columns.
+    progress_bar = live_bar("{task.fields[counts]}", console)
+    if progress_bar is None:
         yield lambda *_: None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[counts]}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-        redirect_stdout=False,  # a proxied stdout holds a lock that Dask cannot pickle with task context
-        redirect_stderr=False,
-    ) as bar:
+    with progress_bar as bar:
         job = bar.add_task(escape(model), total=None, counts="")
 
         def on_bar(v, counts, total):
@@ -208,7 +195,7 @@ def report(
     if chart or html_dir:
         from tasks_lib import leaderboard
 
-        df = leaderboard.load_results(run_dirs)
+        df = reporting.load_results(run_dirs)
         for path in leaderboard.write_charts(df, chart) if chart else []:
             console.print(f"chart: {path}", highlight=False)
         if html_dir:

@@ -394,5 +394,6 @@ def _pr_record(
         "url": f"{REPO_URL}/pull/{pr.number}",
     }
     if pr.review_comments:
-        record["reviewComments"] = list(pr.review_comments)  # extension: read, never hints (they discuss the fix)
+        # An extension the export reads, never as hints (review comments discuss the fix).
+        record["reviewComments"] = list(pr.review_comments)
     return record

@@ -93,12 +93,15 @@ class EnvSpec:
         files.setdefault("deps/.keep", b"")
         return files
 
-    def recipe(self, base_id: str) -> str:
-        """Everything of the image but its dependency files: images of one recipe may build on each other."""
-        files = {k: v for k, v in self.context().items() if not k.startswith("deps/")}
+    def _parts(self, base_id: str, with_deps: bool) -> list[bytes]:
         parts = [self.source.encode(), self.side.encode(), self.install.encode(), base_id.encode()]
         parts += [f"{k}={v}".encode() for k, v in self.buildargs]
-        return sha256_bytes(*parts, *(k.encode() + b"\0" + v for k, v in sorted(files.items())))[:32]
+        files = sorted((k, v) for k, v in self.context().items() if with_deps or not k.startswith("deps/"))
+        return parts + [rel.encode() + b"\0" + data for rel, data in files]
+
+    def recipe(self, base_id: str) -> str:
+        """Everything of the image but its dependency files: images of one recipe may build on each other."""
+        return sha256_bytes(*self._parts(base_id, with_deps=False))[:32]
 
     def packages(self) -> set[str] | None:
         """What a uv lock of this image pins (None: no uv lock, or an installer whose sync is not exact; such
@@ -114,9 +117,7 @@ class EnvSpec:
             return None
 
     def key(self, base_id: str) -> str:
-        parts = [self.source.encode(), self.side.encode(), self.install.encode(), base_id.encode()]
-        parts += [f"{k}={v}".encode() for k, v in self.buildargs]
-        parts += [rel.encode() + b"\0" + data for rel, data in sorted(self.context().items())]
+        parts = self._parts(base_id, with_deps=True)
         parts += [rel.encode() for rel, data in self.dependency_files if data is None]
         return sha256_bytes(*parts)
 
@@ -180,7 +181,7 @@ def declared(
     None when there is none to read (then the record's lists are used as they are)."""
     import tomllib
 
-    data = (contents or {}).get(f"{spec.dir.rstrip('/') + '/' if spec.dir else ''}pyproject.toml")
+    data = (contents or {}).get(f"{spec.prefix}pyproject.toml")
     if not data:
         return None
     try:

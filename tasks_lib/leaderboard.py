@@ -6,27 +6,12 @@ from __future__ import annotations
 
 import html
 import os
-from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
 
-from tasks_lib.errors import InputError
-
 # Grid colours by verdict kind: resolved, the model's failure, the harness's, no prediction.
 KIND_COLOURS = {"resolved": "#2e7d32", "failed": "#c62828", "errored": "#f9a825", "no_prediction": "#9e9e9e"}
-
-
-def load_results(run_dirs: Iterable[Path]) -> pd.DataFrame:
-    frames = []
-    for d in run_dirs:
-        p = Path(d) / "results.parquet"
-        if not p.is_file():
-            raise InputError(f"{d}: no results.parquet (not a run folder)")
-        frames.append(pd.read_parquet(p).assign(run_dir=str(Path(d).resolve())))
-    if not frames:
-        raise InputError("no run folder given")
-    return pd.concat(frames, ignore_index=True)
 
 
 def _kind(row) -> str:

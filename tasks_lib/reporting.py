@@ -276,19 +276,27 @@ def run_reports(run_dirs: Iterable[Path]) -> list[dict]:
     return out
 
 
-def leaderboard(run_dirs: Iterable[Path]) -> str:
-    """Aggregate runs into models x (domains, tiers) with failures by kind."""
+def load_results(run_dirs: Iterable[Path]):
+    """The results.parquet of every run folder as one DataFrame (`run_dir`: where each row came from)."""
     import pandas as pd
+
+    from tasks_lib.errors import InputError
 
     frames = []
     for d in run_dirs:
         p = Path(d) / "results.parquet"
-        if not p.exists():
-            from tasks_lib.errors import InputError
-
+        if not p.is_file():
             raise InputError(f"{d}: no results.parquet (not a run folder)")
-        frames.append(pd.read_parquet(p))
-    df = pd.concat(frames, ignore_index=True)
+        frames.append(pd.read_parquet(p).assign(run_dir=str(Path(d).resolve())))
+    if not frames:
+        raise InputError("no run folder given")
+    return pd.concat(frames, ignore_index=True)
+
+
+def leaderboard(run_dirs: Iterable[Path]) -> str:
+    """Aggregate runs into models x (domains, tiers) with failures by kind."""
+
+    df = load_results(run_dirs)
     lines = [f"PrototypeBench leaderboard — {df['run_id'].nunique()} run(s), {len(df)} verdicts", ""]
     domains = sorted(df["stack_domain"].unique())
     tiers = sorted(df["contamination_tier"].unique())

@@ -120,7 +120,9 @@ def write(instances: Iterable[Mapping], out: Path) -> Path:
         return out
     import datasets
 
-    datasets.DatasetDict({"test": datasets.Dataset.from_list(rows, features=features())}).save_to_disk(str(out))
+    datasets.DatasetDict({"test": datasets.Dataset.from_list(rows, features=features())}).save_to_disk(
+        str(out)
+    )
     return out
 
 

@@ -58,6 +58,17 @@ class Task:
             **kw,
         )
 
+    def hanging_route(self) -> str:
+        """A patch whose read-one-item route sleeps for an hour: the tests that call it hang."""
+        main = self.base_file("backend/app/main.py")
+        anchor = '    """Read one item by id."""\n'
+        assert anchor in main, "the demo's read route moved"
+        return edit(
+            "backend/app/main.py",
+            main,
+            main.replace(anchor, anchor + "    import time\n\n    time.sleep(3600)\n"),
+        )
+
     def at_import(self, module: str, code: str, name: str = "hostile") -> str:
         """A patch that runs `code` whenever `module` (e.g. backend/app/__init__.py) is imported."""
         path = module.rsplit("/", 1)[0] + f"/{name}.py"

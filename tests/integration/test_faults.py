@@ -239,16 +239,9 @@ def test_sigterm_stops_a_threaded_evaluation_within_seconds(curated_demo, fresh_
     """`pbench evaluate` scores on a worker thread; a signal interrupts only the main thread. With a patch whose
     route hangs (the source's timeout is 600 s), SIGTERM while its test container runs: the process exits 130
     within 30 s (not after the timeout), and no container of the run is left."""
-    from attack_kit import Task, edit
+    from attack_kit import Task
 
-    task = Task(BUGFIX)
-    main = task.base_file("backend/app/main.py")
-    anchor = '    """Read one item by id."""\n'
-    hang = edit(
-        "backend/app/main.py",
-        main,
-        main.replace(anchor, anchor + "    import time\n\n    time.sleep(3600)\n"),
-    )
+    hang = Task(BUGFIX).hanging_route()
     preds = tmp_path / "hang.jsonl"
     preds.write_text(
         json.dumps({"instance_id": BUGFIX, "model_name_or_path": "hang", "model_patch": hang}) + "\n"

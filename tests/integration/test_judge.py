@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from attack_kit import BUGFIX, F2P, FORCE_PASS_PLUGIN, Task, edit, logs, new, said
+from attack_kit import BUGFIX, F2P, FORCE_PASS_PLUGIN, Task, logs, new, said
 
 from tasks_lib import evaluation, static_check
 
@@ -248,13 +248,7 @@ def test_a_summary_appended_at_exit_is_not_the_one_read(task, tmp_path):
 def test_a_hanging_patch_is_its_own_timeout_after_one_attempt(task, tmp_path):
     """The patch makes the route the tests call hang, with the source's timeout lowered to 40 s: one attempt,
     `timeout` charged to the patch (exit 1, never retried as infrastructure), within timeout + 30 s."""
-    main = task.base_file("backend/app/main.py")
-    anchor = '    """Read one item by id."""\n'
-    patch = edit(
-        "backend/app/main.py",
-        main,
-        main.replace(anchor, anchor + "    import time\n\n    time.sleep(3600)\n"),
-    )
+    patch = task.hanging_route()
     source = dataclasses.replace(task.source, backend=dataclasses.replace(task.source.backend, timeout_s=40))
     start = time.monotonic()
     v = evaluation.score_instance(
