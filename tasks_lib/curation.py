@@ -162,11 +162,13 @@ def stage_distribution(season: Season, source: SourceRecord, out: Path) -> tuple
     return out / "distribution.parquet", distribution.to_markdown(report), warnings
 
 
-def extraction_candidates(source: SourceRecord, out: Path) -> list[PullRequest]:
-    """Kept PRs with a domain in the mix, highest priority first."""
+def extraction_candidates(source: SourceRecord, out: Path, order: str = "oldest") -> list[PullRequest]:
+    """Kept PRs with a domain in the mix, highest priority first; ties by PR number, lowest first ("oldest")
+    or highest first ("newest", the season's `extraction.order`)."""
     prs = {p.number: p for p in read_prs_parquet(out / "prs.parquet")}
     verdicts = [v for v in filtering.read_filter_parquet(out / "filter.parquet") if v.kept]
-    chosen = [prs[v.number] for v in sorted(verdicts, key=lambda v: (-v.priority, v.number))]
+    sign = -1 if order == "newest" else 1
+    chosen = [prs[v.number] for v in sorted(verdicts, key=lambda v: (-v.priority, sign * v.number))]
     return [p for p in chosen if filtering.pr_stack_domain(p, source) is not None]
 
 

@@ -158,7 +158,11 @@ def extract(
     if split.test_patch_frontend.strip() and source.frontend is not None:
         sides.append(Side.FRONTEND)
     result.sides = [str(s) for s in sides]
-    result.test_scope = list(test_scope.scope_files(source, repo, base, split))
+    try:
+        result.test_scope = list(test_scope.scope_files(source, repo, base, split))
+    except test_scope.NothingToRun as exc:
+        result.status, result.error = ExtractionStatus.NO_FAIL_TO_PASS, str(exc)
+        return _done(result, start, log_dir)
     chains = {
         "base": (base_runs, (engine.PatchInput("test_patch", split.test_patch),)),
         "head": (

@@ -12,6 +12,8 @@ from tasks_lib import paths, tiering
 from tasks_lib.constants import StackDomain
 from tasks_lib.errors import InputError
 
+ORDERS = ("oldest", "newest")
+
 
 @dataclass(frozen=True)
 class Season:
@@ -27,6 +29,10 @@ class Season:
     head_runs: int = 3
     base_runs: int = 2
     max_concurrency: int = 2
+    # Order of PRs of equal priority: "oldest" (lowest number first) or "newest" (highest number first: the PRs
+    # after the target models' cutoffs, which evaluation values most, and the code closest to the repository
+    # as it is, come first when a season is cut short).
+    order: str = "oldest"
     path: Path | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -118,6 +124,7 @@ def load_season(name: str, *, sources: list[str] | None = None) -> Season:
         head_runs=_number(path, ext, "head_runs", int, 3, "extraction"),
         base_runs=_number(path, ext, "base_runs", int, 2, "extraction"),
         max_concurrency=_number(path, ext, "max_concurrency", int, 2, "extraction"),
+        order=ext.get("order", "oldest"),
         path=path,
         raw=raw,
     )
@@ -125,6 +132,8 @@ def load_season(name: str, *, sources: list[str] | None = None) -> Season:
         raise _err(path, "sources", "must name at least one source")
     if not season.target_models:
         raise _err(path, "target_models", "must name at least one model (see data/model_cutoffs.toml)")
+    if season.order not in ORDERS:
+        raise _err(path, "extraction.order", f"must be one of {', '.join(ORDERS)}, got {season.order!r}")
     if season.head_runs < 3 or season.base_runs < 2:
         raise _err(path, "extraction", "head_runs must be >= 3 and base_runs >= 2 (flakiness detection)")
     return season

@@ -56,7 +56,7 @@ def plan_extractions(
 ) -> tuple[list[ExtractionJob], list[ExtractionResult]]:
     """The season's extractions of one source, highest priority first (at most `limit`), and the results
     that stand for PRs whose commits are not in the repository."""
-    candidates = curation.extraction_candidates(source, out)
+    candidates = curation.extraction_candidates(source, out, season.order)
     if limit:
         candidates = candidates[:limit]
     jobs, missing = [], []

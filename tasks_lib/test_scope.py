@@ -18,6 +18,10 @@ from tasks_lib import gitops, patches
 from tasks_lib.sources import SourceRecord
 
 
+class NothingToRun(Exception):
+    """A `touched` scope with no test file the suite would run: the PR has no test to extract."""
+
+
 def _is_test_module(name: str) -> bool:
     base = name.rsplit("/", 1)[-1]
     return base.endswith(".py") and (base.startswith("test_") or base.endswith("_test.py"))
@@ -102,7 +106,8 @@ def related_tests(source: SourceRecord, repo: Path, base: str, code_paths: list[
 
 
 def scope_files(source: SourceRecord, repo: Path, base: str, split: patches.PatchSplit) -> tuple[str, ...]:
-    """The backend selection of a PR's runs (paths relative to the backend dir); () runs the whole suite."""
+    """The backend selection of a PR's runs (paths relative to the backend dir); () runs the whole suite.
+    Raises NothingToRun when a `touched` scope holds nothing the suite runs."""
     scope = source.backend.scope
     if scope.kind == "suite":
         return ()
@@ -123,6 +128,12 @@ def scope_files(source: SourceRecord, repo: Path, base: str, split: patches.Patc
     related = [p for p in related_tests(source, repo, base, code, 10 * scope.related_cap) if runnable(p)]
     chosen = list(dict.fromkeys(touched + [p for p in related[: scope.related_cap] if p not in touched]))
     if not chosen:
-        # Only fixtures or helpers changed: the folders that hold them.
-        chosen = sorted({h.rsplit("/", 1)[0] + "/" for h in helpers if "/" in h[len(prefix) :]})
+        # Only fixtures or helpers changed: the folders that hold them, when the suite runs them.
+        folders = {h.rsplit("/", 1)[0] for h in helpers if "/" in h[len(prefix) :]}
+        chosen = sorted(f + "/" for f in folders if runnable(f))
+    if not chosen:
+        raise NothingToRun(
+            "the test patch changes no test the suite runs (every changed test file is under a path the "
+            f"test command or the project's addopts ignore: {', '.join(skip) or 'none'})"
+        )
     return tuple(sorted(p[len(prefix) :] for p in chosen))

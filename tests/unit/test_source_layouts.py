@@ -242,3 +242,72 @@ def test_extras_and_groups_a_commit_does_not_define_are_left_out(tmp_path):
     command = envspecs.install_command(source.backend, {"pyproject.toml": new})
     assert "--extra plugins" in command and "--extra dev" not in command and "--group dev" in command
     assert "--extra plugins" in envspecs.install_command(source.backend)  # nothing to read: as written
+
+
+def test_a_touched_scope_with_only_ignored_tests_runs_nothing(tmp_path, gateway_repo):
+    """Rule: a test patch whose test files and helpers all lie under a path the suite ignores (here the test
+    command's --ignore=tests/fuzz) leaves no test to extract: said, never the ignored folder run instead."""
+    source = load(tmp_path)
+    repo, base = gateway_repo
+    code = _diff("gateway/data.json", "{}\n", '{"a": 1}\n')
+    tests = _diff("tests/fuzz/test_fuzz_new.py", None, "def test_x():\n    pass\n") + _diff(
+        "tests/fuzz/conftest.py", None, "X = 1\n"
+    )
+    split = patches.split_patch(code + tests, source)
+    with pytest.raises(test_scope.NothingToRun, match="tests/fuzz"):
+        test_scope.scope_files(source, repo, base, split)
+    helper_only = patches.split_patch(code + _diff("tests/conftest.py", None, "X = 1\n"), source)
+    assert test_scope.scope_files(source, repo, base, helper_only) == ("tests/",)
+
+
+def test_extraction_order_breaks_priority_ties_by_number(tmp_path):
+    from tasks_lib import curation, filtering
+    from tasks_lib.season import load_season
+
+    assert load_season("mcp-context-forge").order == "newest"
+    assert load_season("demo").order == "oldest"
+    verdicts = [
+        filtering.FilterVerdict(
+            n, True, (), p, "backend_only", title=f"t{n}", merged_at=_pr(n).merged_at, changed_lines=10
+        )
+        for n, p in ((5, 0.5), (7, 0.75), (9, 0.75), (3, 0.75))
+    ]
+    out = tmp_path / "out"
+    out.mkdir()
+    filtering.write_filter_parquet(verdicts, out / "filter.parquet")
+    prs = [_pr(n) for n in (3, 5, 7, 9)]
+    curation.write_prs_parquet(prs, out / "prs.parquet")
+    source = load(tmp_path)
+    assert [p.number for p in curation.extraction_candidates(source, out)] == [3, 7, 9, 5]
+    assert [p.number for p in curation.extraction_candidates(source, out, "newest")] == [9, 7, 3, 5]
+
+
+def _pr(number: int):
+    from datetime import UTC, datetime
+
+    from tasks_lib.crawl.base import ChangedFile, PullRequest
+
+    return PullRequest(
+        source="gateway",
+        repo="acme/gateway",
+        number=number,
+        title=f"feat: {number}",
+        body="",
+        author="alice",
+        author_login_raw="alice",
+        author_is_bot=False,
+        labels=(),
+        files=(ChangedFile("gateway/services/tools.py", 5, 5),),
+        additions=5,
+        deletions=5,
+        changed_files=1,
+        merge_commit="a" * 40,
+        base_commit=None,
+        head_commit="b" * 40,
+        base_ref="main",
+        head_ref="x",
+        default_branch="main",
+        created_at=datetime(2025, 1, 1, tzinfo=UTC),
+        merged_at=datetime(2025, 8, 1, tzinfo=UTC),
+        url="u",
+    )
