@@ -13,12 +13,11 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import INPUTS, TASK_SOURCE
-from prefect.futures import as_completed
 from prefect.logging import get_run_logger
 
 from flows import artifacts
-from flows.runners import task_runner
-from tasks_lib import curation, extraction, progress, repos, season_plan, stopping
+from flows.runners import task_runner, windowed
+from tasks_lib import curation, extraction, images, prefect_env, progress, repos, season_plan, stopping
 from tasks_lib.constants import ExtractionStatus
 from tasks_lib.errors import InfraError, InputError
 from tasks_lib.season import Season, load_season
@@ -123,8 +122,12 @@ def curation_season(
     mirror: str | None = None,
     limit: int | None = None,
     until: str | None = None,
+    max_concurrency: int | None = None,
 ) -> dict:
     """Crawl -> filter -> distribution -> extraction -> packaging/tiering/validation, per source.
+
+    At most the season's `extraction.max_concurrency` extractions at once (`max_concurrency` overrides it),
+    whatever task runner the flow was started with: a deployment run behaves as the CLI's.
 
     `until="distribution"` stops after the offline stages (no container): a first look at a new export.
     """
@@ -133,14 +136,19 @@ def curation_season(
         raise InputError(f"--until: one of {', '.join(season_plan.OFFLINE_STAGES)}, got {until!r}")
     spec = load_season(season, sources=sources)
     summaries = {}
-    for source_name in spec.sources:
-        out = season_plan.source_out_dir(spec, source_name)
-        out.mkdir(parents=True, exist_ok=True)
-        summaries[source_name] = _source(spec, source_name, out, crawl_method, prs_file, mirror, limit, until)
+    with season_plan.season_lock(spec, _logger().warning):
+        for source_name in spec.sources:
+            out = season_plan.source_out_dir(spec, source_name)
+            out.mkdir(parents=True, exist_ok=True)
+            summaries[source_name] = _source(
+                spec, source_name, out, crawl_method, prs_file, mirror, limit, until, max_concurrency
+            )
     return summaries
 
 
-def _source(spec: Season, source_name: str, out: Path, crawl_method, prs_file, mirror, limit, until) -> dict:
+def _source(
+    spec: Season, source_name: str, out: Path, crawl_method, prs_file, mirror, limit, until, concurrency
+) -> dict:
     logger = _logger()
     crawl(spec, source_name, crawl_method, prs_file, mirror, str(out))
     if until == "crawl":
@@ -153,33 +161,11 @@ def _source(spec: Season, source_name: str, out: Path, crawl_method, prs_file, m
     if until == "distribution":
         return season_plan.stopped(out, until)
     source = load_source(source_name)
-    jobs, results = season_plan.plan_extractions(spec, source, repos.repo_dir(source, mirror), out, limit)
+    jobs, results = season_plan.plan_extractions(
+        spec, source, repos.repo_dir(source, mirror), out, limit, images.identity()
+    )
     logger.info("%s: extracting FAIL_TO_PASS for %d PR(s)", source_name, len(jobs))
-    futures = {
-        extract_pr.submit(
-            source_name,
-            source.repo,
-            job.number,
-            job.base,
-            job.head,
-            job.deps_key,
-            spec.head_runs,
-            spec.base_runs,
-            job.log_dir,
-            mirror,
-            job.era,
-            job.harness_key,
-        ): job
-        for job in jobs
-    }
-    for i, fut in enumerate(as_completed(list(futures)), start=1):
-        try:
-            result = extraction.ExtractionResult.from_row(fut.result())
-        except InfraError as exc:
-            result = season_plan.failed_job(futures[fut], str(exc))
-        results.append(result)
-        logger.info(season_plan.progress(i, len(futures), result))
-        progress.notify_curation(source_name, result, season_plan.status_counts(results), len(futures))
+    _extract_all(spec, source, source_name, jobs, mirror, concurrency or spec.max_concurrency, results)
     curation.write_extraction(results, out)
     summary = season_plan.finish_source(
         spec, out, results, package_stage(spec, source_name, str(out), mirror)
@@ -197,6 +183,41 @@ def _source(spec: Season, source_name: str, out: Path, crawl_method, prs_file, m
     return summary
 
 
+def _extract_all(
+    spec: Season, source, source_name: str, jobs, mirror, concurrency: int, results: list
+) -> None:
+    """Every job's extraction appended to `results` (which may hold results planned without a run), at most `concurrency` at once whatever task runner the flow was started with
+    (the CLI's or a deployment's default), with cached results in the project's cache folder whoever runs the
+    flow; progress reported per PR as it finishes."""
+    logger = _logger()
+    task = extract_pr.with_options(result_storage=prefect_env.result_storage())
+
+    def submit(job: season_plan.ExtractionJob):
+        return task.submit(
+            source_name,
+            source.repo,
+            job.number,
+            job.base,
+            job.head,
+            job.deps_key,
+            spec.head_runs,
+            spec.base_runs,
+            job.log_dir,
+            mirror,
+            job.era,
+            job.harness_key,
+        )
+
+    for i, (job, fut) in enumerate(windowed(jobs, submit, concurrency), start=1):
+        try:
+            result = extraction.ExtractionResult.from_row(fut.result())
+        except InfraError as exc:
+            result = season_plan.failed_job(job, str(exc))
+        results.append(result)
+        logger.info(season_plan.progress(i, len(jobs), result))
+        progress.notify_curation(source_name, result, season_plan.status_counts(results), len(jobs))
+
+
 def run_curation(
     season: str,
     sources: list[str] | None = None,
@@ -206,4 +227,6 @@ def run_curation(
 ) -> dict:
     spec = load_season(season, sources=sources)
     runner = task_runner(spec.max_concurrency, dask_address, dask_workers)
+    if dask_address or dask_workers:  # the cluster's size decides
+        kwargs["max_concurrency"] = dask_workers or 1_000_000
     return curation_season.with_options(task_runner=runner)(season=season, sources=sources, **kwargs)

@@ -12,10 +12,9 @@ from collections import Counter
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
-from prefect.futures import as_completed
 
 from flows import artifacts
-from flows.runners import task_runner
+from flows.runners import task_runner, windowed
 from tasks_lib import evaluation, progress, runs, stopping
 
 
@@ -37,7 +36,10 @@ def evaluate_model(
     tiers: list[str] | None = None,
     source: str | None = None,
     mirror: str | None = None,
+    max_workers: int = 2,
 ) -> dict:
+    """`max_workers` instances at once (each holds one Docker stack), whatever task runner the flow was
+    started with: a deployment run scores as the CLI does."""
     stopping.chain_sigterm()  # SIGTERM reaches the worker threads too: a stop within seconds
     plan = runs.plan_run(
         dataset,
@@ -52,11 +54,7 @@ def evaluate_model(
         mirror,
     )
     skipped = runs.missing(plan)
-    futures = {
-        score.submit(plan, i.instance_id): i.instance_id
-        for i in plan.instances
-        if i.instance_id in plan.predictions
-    }
+    todo = [i.instance_id for i in plan.instances if i.instance_id in plan.predictions]
     verdicts = {}
     counts: Counter[str] = Counter()
     total = len(plan.instances)
@@ -69,7 +67,7 @@ def evaluate_model(
 
     for instance in skipped:  # no container: unresolved, in the denominator
         record(runs.no_prediction(instance))
-    for fut in as_completed(list(futures)):
+    for _, fut in windowed(todo, lambda instance_id: score.submit(plan, instance_id), max_workers):
         record(evaluation.Verdict.from_json(fut.result()))
     report = runs.finish_run(plan, verdicts)
     _publish(plan, report)
@@ -89,6 +87,7 @@ def _publish(plan: runs.RunPlan, report: dict) -> None:
         table=[{"instance": k, "status": v} for k, v in report["instances"].items()],
         description=f"Parquet: {plan.out_dir / 'results.parquet'}, {plan.out_dir / 'tests.parquet'}",
     )
+    _publish_charts(plan)
     artifacts.link_outputs(
         f"run-{plan.run_id}",
         [plan.out_dir / "results.parquet", plan.out_dir / "tests.parquet", plan.out_dir / "report.json"],
@@ -96,8 +95,26 @@ def _publish(plan: runs.RunPlan, report: dict) -> None:
     )
 
 
+def _publish_charts(plan: runs.RunPlan) -> None:
+    """The run's charts (`pbench report --chart` of this run: rates by cutoff and domain, the instance grid)
+    written under the run folder and shown in the Prefect UI."""
+    from tasks_lib import leaderboard, reporting
+
+    if not (plan.out_dir / "results.parquet").is_file():
+        return
+    charts = leaderboard.write_charts(reporting.load_results([plan.out_dir]), plan.out_dir / "charts")
+    create_markdown_artifact(
+        key=artifacts.key(f"charts-{plan.run_id}"),
+        markdown=f"# {plan.model}, run {plan.run_id}"
+        + "".join(artifacts.inline_png(p, p.stem) for p in charts),
+        description=f"Charts of run {plan.run_id}: {plan.out_dir / 'charts'}",
+    )
+
+
 def run_evaluation(
     max_workers: int = 2, dask_address: str | None = None, dask_workers: int | None = None, **kwargs
 ) -> dict:
     runner = task_runner(max_workers, dask_address, dask_workers)
-    return evaluate_model.with_options(task_runner=runner)(**kwargs)
+    if dask_address or dask_workers:  # the cluster's size decides
+        max_workers = dask_workers or 1_000_000
+    return evaluate_model.with_options(task_runner=runner)(max_workers=max_workers, **kwargs)

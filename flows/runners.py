@@ -7,6 +7,11 @@ reach (a shared path). Image builds and verdict caches stay per machine: image i
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
+
+T = TypeVar("T")
+
 
 def task_runner(max_workers: int = 2, dask_address: str | None = None, dask_workers: int | None = None):
     if dask_address or dask_workers:
@@ -26,3 +31,31 @@ def task_runner(max_workers: int = 2, dask_address: str | None = None, dask_work
     from prefect.task_runners import ThreadPoolTaskRunner
 
     return ThreadPoolTaskRunner(max_workers=max(1, max_workers))
+
+
+def windowed(items: Iterable[T], submit: Callable[[T], object], limit: int) -> Iterator[tuple[T, object]]:
+    """Submit `items` with at most `limit` task runs in flight, whatever the task runner's own size, and yield
+    (item, future) as they finish. The flow, not the runner it was started with, decides its concurrency: a
+    deployment run (whose runner is the flow's default) runs as many at once as the CLI does, and pending
+    futures never pile up (memory stays flat over a long season)."""
+    from prefect.futures import as_completed
+
+    pending: dict[object, T] = {}
+    queue = iter(items)
+
+    def fill() -> None:
+        while len(pending) < max(1, limit):
+            item = next(queue, _END)
+            if item is _END:
+                return
+            pending[submit(item)] = item
+
+    fill()
+    while pending:
+        fut = next(as_completed(list(pending)))
+        item = pending.pop(fut)
+        fill()  # the next run starts before this result is handled
+        yield item, fut
+
+
+_END = object()

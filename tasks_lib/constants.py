@@ -8,7 +8,7 @@ from enum import StrEnum
 # every evaluation cache key, so a new harness never reuses an old harness's verdicts.
 # 0.2: untrusted code runs as an unprivileged user; JUnit cross-checked. 0.3: the judge cannot be forged
 # (test tooling from the image, frozen and watched tree, canaries, audit, static check); blame per verdict.
-HARNESS_VERSION = "0.3.0"
+HARNESS_VERSION = "0.3.1"
 SCHEMA_VERSION = "0.1"
 
 # Every container, network and volume the engine creates carries this label, so leftovers

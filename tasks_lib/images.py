@@ -285,6 +285,13 @@ def bootstrap(settings: Settings | None = None, say=log.info) -> dict[str, Image
     return {"base": base, "postgres": postgres}
 
 
+def identity(settings: Settings | None = None) -> str:
+    """The ids of the base and Postgres images (built if missing): what every environment image and service
+    starts from, so part of the extraction cache key."""
+    refs = bootstrap(settings)
+    return ";".join(f"{name}={ref.id}" for name, ref in sorted(refs.items()))
+
+
 def ensure_env_image(spec: EnvSpec, settings: Settings | None = None) -> ImageRef:
     settings = settings or Settings.from_env()
     client = docker_client.get()

@@ -4,10 +4,15 @@ are missing, how results are counted and shown, and the names of the output file
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks_lib import curation
+from tasks_lib import curation, stopping
 from tasks_lib.constants import ExtractionStatus
 from tasks_lib.extraction import ExtractionResult
 from tasks_lib.season import Season
@@ -31,6 +36,39 @@ def source_out_dir(season: Season, source_name: str) -> Path:
     return season.out_dir if len(season.sources) == 1 else season.out_dir / source_name
 
 
+@contextlib.contextmanager
+def season_lock(season: Season, on_wait: Callable[[str], None] = lambda msg: None) -> Iterator[None]:
+    """One run of a season at a time on its output folder, whoever started it (the CLI, a deployment, a
+    schedule): a second run waits (a queue, not a cancel) until the first is done, then finds its work cached.
+    The lock is the kernel's (flock): a run that dies releases it."""
+    season.out_dir.mkdir(parents=True, exist_ok=True)
+    path = season.out_dir / ".season.lock"
+    with open(path, "a+") as fh:
+        told = False
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not told:
+                    fh.seek(0)
+                    holder = fh.read().strip() or "another process"
+                    on_wait(f"season {season.name} is being curated by {holder}; waiting for it to finish")
+                    told = True
+                stopping.check()
+                time.sleep(2)
+        try:
+            fh.seek(0)
+            fh.truncate()
+            fh.write(f"pid {os.getpid()} on {os.uname().nodename}\n")
+            fh.flush()
+            yield
+        finally:
+            fh.seek(0)
+            fh.truncate()
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def stopped(out: Path, stage: str) -> dict:
     """The summary of a source whose season stopped after an offline stage (`--until`)."""
     return {"out": str(out), "stopped_after": stage}
@@ -52,10 +90,16 @@ class ExtractionJob:
 
 
 def plan_extractions(
-    season: Season, source: SourceRecord, repo: Path, out: Path, limit: int | None = None
+    season: Season,
+    source: SourceRecord,
+    repo: Path,
+    out: Path,
+    limit: int | None = None,
+    images_key: str = "",
 ) -> tuple[list[ExtractionJob], list[ExtractionResult]]:
     """The season's extractions of one source, highest priority first (at most `limit`), and the results
-    that stand for PRs whose commits are not in the repository."""
+    that stand for PRs whose commits are not in the repository. `images_key` (the base images' ids,
+    `images.identity()`) is part of every job's harness key: a rebuilt base re-extracts."""
     candidates = curation.extraction_candidates(source, out, season.order)
     if limit:
         candidates = candidates[:limit]
@@ -82,14 +126,15 @@ def plan_extractions(
                 curation.deps_key(era_source, repo, pr),
                 era,
                 str(out / "logs" / f"pr-{pr.number}"),
-                harness_key(era_source),
+                harness_key(era_source, images_key),
             )
         )
     return jobs, missing
 
 
-def harness_key(source: SourceRecord) -> str:
-    """sha256 of what of the harness decides an extraction besides its commits and locks."""
+def harness_key(source: SourceRecord, images_key: str = "") -> str:
+    """sha256 of what of the harness decides an extraction besides its commits and locks: the harness
+    version, the source record, the container recipes and the base images' identity."""
     import dataclasses
     import hashlib
 
@@ -97,6 +142,7 @@ def harness_key(source: SourceRecord) -> str:
     from tasks_lib.constants import HARNESS_VERSION
 
     h = hashlib.sha256(HARNESS_VERSION.encode())
+    h.update(images_key.encode())
     h.update(repr(dataclasses.replace(source, path=Path(source.name))).encode())
     root = paths.containers_dir()
     for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):

@@ -91,9 +91,10 @@ def test_deployments_run_on_a_local_prefect_server(curated_demo, prefect_server)
     _prefect(["work-pool", "create", "pbench-process", "--type", "process"], env)
     _prefect(["deploy", "--all", "--no-prompt"], env)
     listed = _prefect(["deployment", "ls"], env)
-    assert "curation-season/curation-season" in listed and "evaluate-model/evaluate-model" in listed
-    schedule = _prefect(["deployment", "inspect", "curation-season/curation-season"], env)
-    assert "0 3 1 * *" in schedule
+    assert "curation-season/demo" in listed and "evaluate-model/evaluate-model" in listed
+    assert "curation-season/mcp-context-forge" in listed
+    template = _prefect(["deployment", "inspect", "curation-season/template"], env)
+    assert "0 3 1 * *" in template and "ENQUEUE" in template
 
     _prefect(
         [
@@ -117,6 +118,45 @@ def test_deployments_run_on_a_local_prefect_server(curated_demo, prefect_server)
     out = Path(os.environ["PBENCH_OUTPUT_DIR"]) / "runs" / "deployed-run"
     df = pd.read_parquet(out / "results.parquet")
     assert list(df["instance_id"]) == [BUGFIX] and df["resolved"].all()
+
+
+def test_a_deployment_run_of_a_season_leaves_the_cli_nothing_to_do(
+    base_images, prefect_server, container_counter, tmp_path
+):
+    """A worker runs the demo season's deployment (one PR) with a fresh cache: it extracts, in containers;
+    `pbench curate --season demo` afterwards, on the same project settings, finds every extraction cached and
+    creates no container (the Docker daemon's own events)."""
+    env = {
+        **prefect_server,
+        "PBENCH_CACHE_DIR": str(tmp_path / "cache"),
+        "PBENCH_OUTPUT_DIR": str(tmp_path / "out"),
+    }
+    env.pop("PREFECT_LOCAL_STORAGE_PATH", None)  # the worker's flow runs get no such setting from the CLI
+    _prefect(["work-pool", "create", "pbench-process", "--type", "process"], env)
+    _prefect(["deploy", "--all", "--no-prompt"], env)
+    _prefect(["deployment", "run", "curation-season/demo", "-p", "limit=1"], env)
+    with container_counter() as deployed:
+        _prefect(["worker", "start", "--pool", "pbench-process", "--run-once"], env, timeout=900)
+    season = tmp_path / "out" / "seasons" / "demo"
+    first = pd.read_parquet(season / "extraction.parquet")
+    assert len(first) == 1 and first["status"].tolist() == ["ok"], first.to_dict("records")
+    assert deployed.created, "the deployment run should have extracted in containers (a cold cache)"
+
+    with container_counter() as cli:
+        res = subprocess.run(
+            [sys.executable, "-m", "cli.pbench", "curate", "--season", "demo", "--limit", "1"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert cli.created == []
+    again = pd.read_parquet(season / "extraction.parquet")
+    assert again.drop(columns=["duration_s"], errors="ignore").equals(
+        first.drop(columns=["duration_s"], errors="ignore")
+    )
 
 
 def test_dask_fan_out_with_two_workers(curated_demo, monkeypatch, tmp_path):

@@ -30,7 +30,8 @@ from tasks_lib.junit import (
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "junit"
 SAMPLE = FIXTURES / "sample_project"
-HARNESS_FLAGS = ["-rA", "-p", "no:cacheprovider"]
+# As containers/runner/pbench_runner.py runs pytest: every summary line, not the PASSES section of -rA.
+HARNESS_FLAGS = ["-rfEsxXp", "-p", "no:cacheprovider"]
 MAIN_SELECTION = ["check_root.py", "tests"]
 
 P, F, E, S, XF, XP = (
@@ -573,6 +574,9 @@ def test_live_run_matches_stored_fixture(tmp_path):
     assert live.tests == stored.tests == {**EXPECTED_MAIN, XPASS_ID: XP}
     assert live.collection_skipped == stored.collection_skipped
     assert live.totals == stored.totals
+    # The summary lines are those of -rA (the stored fixture), without the passing tests' captured output.
+    assert summary_outcomes(completed.stdout) == summary_outcomes(fixture_text("main.stdout.txt"))
+    assert "= PASSES =" in fixture_text("main.stdout.txt") and "= PASSES =" not in completed.stdout
     from tasks_lib.junit import cross_check
 
     raw = parse_junit_file(junit)

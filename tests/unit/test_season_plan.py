@@ -133,3 +133,16 @@ def test_the_harness_key_changes_with_the_harness_version_the_record_and_the_run
     assert season_plan.harness_key(source) == key
     (copy / "runner" / "pbench_runner.py").write_text("# another runner\n")
     assert season_plan.harness_key(source) != key
+
+
+def test_the_harness_key_changes_with_the_base_images_and_the_harness_version(monkeypatch):
+    """Rule: a rebuilt base image (a new id) or a harness version bump re-extracts; the same inputs give the
+    same key."""
+    from tasks_lib import constants
+
+    source = load_source("demo")
+    key = season_plan.harness_key(source, "base=sha256:1;postgres=sha256:2")
+    assert key == season_plan.harness_key(source, "base=sha256:1;postgres=sha256:2")
+    assert key != season_plan.harness_key(source, "base=sha256:9;postgres=sha256:2")
+    monkeypatch.setattr(constants, "HARNESS_VERSION", constants.HARNESS_VERSION + ".dev")
+    assert key != season_plan.harness_key(source, "base=sha256:1;postgres=sha256:2")
