@@ -173,10 +173,20 @@ def extraction_candidates(source: SourceRecord, out: Path, order: str = "oldest"
 
 
 def deps_key(source: SourceRecord, repo: Path, pr: PullRequest) -> str:
-    """Lock hashes at base and head: with base/head shas, what decides an extraction's result."""
+    """Lock hashes and backend image recipes (install command, build files) at base and head: with base/head
+    shas, what decides an extraction's result. A change of how an image is built re-extracts."""
     base = images.dependency_contents(source, repo, pr.base_commit)
     head = images.dependency_contents(source, repo, pr.head_commit)
-    return f"{images.lock_sha(base)}..{images.lock_sha(head)}"
+    return f"{images.lock_sha(base)}..{images.lock_sha(head)}@{_recipe(source, base)}..{_recipe(source, head)}"
+
+
+def _recipe(source: SourceRecord, contents) -> str:
+    from tasks_lib.errors import PbenchError
+
+    try:
+        return images.backend_env_spec(source, contents).recipe("")[:16]
+    except PbenchError as exc:  # e.g. a lock the record's Python cannot satisfy: its own, stable key
+        return "unbuildable:" + type(exc).__name__
 
 
 def write_extraction(results: list[ExtractionResult], out: Path) -> Path:

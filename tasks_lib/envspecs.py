@@ -18,9 +18,9 @@ INSTALL_COMMANDS = {
     # uv with the image's system Python (no Python downloads here); dependencies only, the project
     # itself is importable from the checkout at test time.
     "uv": (
-        "python3 -m venv /opt/uv && /opt/uv/bin/pip install --no-cache-dir uv && "
+        "{uv_note}python3 -m venv /opt/uv && /opt/uv/bin/pip install --no-cache-dir uv && "
         "cd /deps && /opt/uv/bin/uv sync --frozen --no-install-project {uv_extras} --all-packages"
-        " --no-install-workspace{uv_groups}"
+        " --no-install-workspace{uv_groups}{uv_skip}"
     ),
     "pip": (
         "python3 -m venv /opt/venv && cd /deps/{backend_dir} && "
@@ -155,6 +155,35 @@ def lock_python(contents: Mapping[str, bytes | None]) -> str | None:
     return None
 
 
+def unfetchable(contents: Mapping[str, bytes | None] | None) -> list[str]:
+    """Packages a uv lock takes from a git repository or a URL off the package index: the build's egress
+    reaches the package indexes only (tasks_lib.egress), so they are left out of the environment
+    (`--no-install-package`, named in the build log and the image key) instead of failing every build of
+    the lock. A test that imports one fails on its own, visibly."""
+    import tomllib
+    from urllib.parse import urlparse
+
+    from tasks_lib import egress
+
+    hosts = set(egress.DEFAULT_HOSTS)
+    out: set[str] = set()
+    for rel, data in (contents or {}).items():
+        if not (rel.endswith("uv.lock") and data):
+            continue
+        try:
+            lock = tomllib.loads(data.decode("utf-8", "replace"))
+        except tomllib.TOMLDecodeError:
+            continue
+        for pkg in lock.get("package", []):
+            src = pkg.get("source") if isinstance(pkg, dict) else None
+            if not isinstance(src, dict) or not isinstance(pkg.get("name"), str):
+                continue
+            url = src.get("url")
+            if "git" in src or (isinstance(url, str) and urlparse(url).hostname not in hosts):
+                out.add(pkg["name"])
+    return sorted(out)
+
+
 def _check_python(source: SourceRecord, contents: Mapping[str, bytes | None]) -> None:
     """The record's Python must be one the lock accepts: a clear error, not an install that fails later."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -210,7 +239,16 @@ def install_command(spec: BackendSpec, contents: Mapping[str, bytes | None] | No
     else:
         extras = " ".join(f"--extra {shlex.quote(e)}" for e in wanted_extras)
     groups = "".join(f" --group {shlex.quote(g)}" for g in wanted_groups)
-    return INSTALL_COMMANDS[spec.installer].format(backend_dir=spec.dir, uv_extras=extras, uv_groups=groups)
+    left_out = unfetchable(contents)
+    skip = "".join(f" --no-install-package {shlex.quote(n)}" for n in left_out)
+    note = (
+        f"echo {shlex.quote('pbench: left out, not on the package index: ' + ' '.join(left_out))} && "
+        if left_out
+        else ""
+    )
+    return INSTALL_COMMANDS[spec.installer].format(
+        backend_dir=spec.dir, uv_extras=extras, uv_groups=groups, uv_skip=skip, uv_note=note
+    )
 
 
 def _build_policy(spec: BackendSpec, contents, base) -> str:

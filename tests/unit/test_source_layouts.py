@@ -244,6 +244,46 @@ def test_extras_and_groups_a_commit_does_not_define_are_left_out(tmp_path):
     assert "--extra plugins" in envspecs.install_command(source.backend)  # nothing to read: as written
 
 
+LOCK_WITH_GIT = b"""version = 1
+requires-python = ">=3.11"
+
+[[package]]
+name = "httpx"
+version = "0.27.0"
+source = { registry = "https://pypi.org/simple" }
+
+[[package]]
+name = "detect-secrets"
+version = "0.13.1+ibm"
+source = { git = "https://github.com/ibm/detect-secrets.git?rev=0766#0766" }
+
+[[package]]
+name = "tarball"
+version = "1.0"
+source = { url = "https://github.com/acme/tarball/archive/v1.0.tar.gz" }
+
+[[package]]
+name = "wheel-on-index"
+version = "1.0"
+source = { url = "https://files.pythonhosted.org/packages/w-1.0-py3-none-any.whl" }
+"""
+
+
+def test_packages_off_the_package_index_are_left_out_and_said(tmp_path):
+    """Rule: the build reaches the package indexes only; a lock's git and off-index URL packages are not
+    installed (every build of such a lock failed before), the install says which, and a lock without any
+    keeps the command it had (same image keys)."""
+    source = load(tmp_path)
+    assert envspecs.unfetchable({"uv.lock": LOCK_WITH_GIT}) == ["detect-secrets", "tarball"]
+    command = envspecs.install_command(source.backend, {"uv.lock": LOCK_WITH_GIT})
+    assert "--no-install-package detect-secrets --no-install-package tarball" in command
+    assert command.startswith("echo 'pbench: left out, not on the package index: detect-secrets tarball' && ")
+    plain = LOCK_WITH_GIT.split(b'[[package]]\nname = "detect-secrets"')[0]
+    assert envspecs.install_command(source.backend, {"uv.lock": plain}) == envspecs.install_command(
+        source.backend
+    )
+
+
 def test_a_touched_scope_with_only_ignored_tests_runs_nothing(tmp_path, gateway_repo):
     """Rule: a test patch whose test files and helpers all lie under a path the suite ignores (here the test
     command's --ignore=tests/fuzz) leaves no test to extract: said, never the ignored folder run instead."""
@@ -311,3 +351,18 @@ def _pr(number: int):
         merged_at=datetime(2025, 8, 1, tzinfo=UTC),
         url="u",
     )
+
+
+def test_the_extraction_key_follows_how_the_image_is_built(tmp_path, monkeypatch):
+    """Rule: the extraction cache key (deps_key) changes with the backend image's recipe (here the install
+    command a lock implies), not only with the lock's bytes: a fix of how images are built re-extracts."""
+    from tasks_lib import curation, images
+
+    source = load(tmp_path)
+    contents = {"uv.lock": LOCK_WITH_GIT, "pyproject.toml": b'[project]\nname = "g"\n'}
+    monkeypatch.setattr(images, "dependency_contents", lambda src, repo, commit: contents)
+    pr = _pr(7)
+    before = curation.deps_key(source, tmp_path, pr)
+    assert before == curation.deps_key(source, tmp_path, pr)
+    monkeypatch.setattr(envspecs, "unfetchable", lambda contents: [])
+    assert curation.deps_key(source, tmp_path, pr) != before
