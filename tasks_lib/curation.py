@@ -177,16 +177,30 @@ def deps_key(source: SourceRecord, repo: Path, pr: PullRequest) -> str:
     shas, what decides an extraction's result. A change of how an image is built re-extracts."""
     base = images.dependency_contents(source, repo, pr.base_commit)
     head = images.dependency_contents(source, repo, pr.head_commit)
-    return f"{images.lock_sha(base)}..{images.lock_sha(head)}@{_recipe(source, base)}..{_recipe(source, head)}"
+    return (
+        f"{images.lock_sha(base)}..{images.lock_sha(head)}@{_recipe(source, base)}..{_recipe(source, head)}"
+    )
+
+
+_RECIPES: dict[str, str] = {}
 
 
 def _recipe(source: SourceRecord, contents) -> str:
+    """The backend image recipe of these dependency files (memoised on their bytes: PRs share locks)."""
+    import hashlib
+
     from tasks_lib.errors import PbenchError
 
-    try:
-        return images.backend_env_spec(source, contents).recipe("")[:16]
-    except PbenchError as exc:  # e.g. a lock the record's Python cannot satisfy: its own, stable key
-        return "unbuildable:" + type(exc).__name__
+    h = hashlib.sha256(repr(source).encode())
+    for rel, data in sorted(contents.items()):
+        h.update(rel.encode() + b"\0" + (data or b"\1"))
+    memo = h.hexdigest()
+    if memo not in _RECIPES:
+        try:
+            _RECIPES[memo] = images.backend_env_spec(source, contents).recipe("")[:16]
+        except PbenchError as exc:  # e.g. a lock the record's Python cannot satisfy: its own, stable key
+            _RECIPES[memo] = "unbuildable:" + type(exc).__name__
+    return _RECIPES[memo]
 
 
 def write_extraction(results: list[ExtractionResult], out: Path) -> Path:

@@ -365,4 +365,5 @@ def test_the_extraction_key_follows_how_the_image_is_built(tmp_path, monkeypatch
     before = curation.deps_key(source, tmp_path, pr)
     assert before == curation.deps_key(source, tmp_path, pr)
     monkeypatch.setattr(envspecs, "unfetchable", lambda contents: [])
+    monkeypatch.setattr(curation, "_RECIPES", {})  # memoised per process (the code is fixed within one)
     assert curation.deps_key(source, tmp_path, pr) != before
