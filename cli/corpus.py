@@ -114,6 +114,27 @@ def _print_offline_summary(name: str, out: Path, stage: str) -> None:
 
 
 @app.command()
+def funnel(
+    season: str = typer.Option(..., help="Season name (data/season_defs/NAME.toml)."),
+    source: str | None = typer.Option(None, help="One source of a multi-source season."),
+):
+    """A season's funnel (PRs -> filter reasons -> extracted -> valid) and its table of extracted PRs, as
+    Markdown (what docs/validation.md shows per source). Reads a running or interrupted season as far as it got."""
+    from tasks_lib import funnel as funnel_lib
+    from tasks_lib import season_plan
+    from tasks_lib.season import load_season
+
+    spec = load_season(season)
+    names = [source] if source else list(spec.sources)
+    for name in names:
+        if name not in spec.sources:
+            raise InputError(
+                f"--source: season {season} has no source {name!r} (it has {', '.join(spec.sources)})"
+            )
+        typer.echo(f"## {name}\n\n" + funnel_lib.markdown(season_plan.source_out_dir(spec, name)))
+
+
+@app.command()
 def publish(
     season: str = typer.Option(..., help="Season whose export (data/seasons/SEASON/hf) to publish."),
     repo_id: str = typer.Option(..., help="Hugging Face dataset repository, e.g. org/prototypebench-s1."),

@@ -8,6 +8,7 @@ season starts no container, and a crash halfway resumes from the PRs that finish
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 from prefect import flow, task
@@ -165,7 +166,7 @@ def _source(
         spec, source, repos.repo_dir(source, mirror), out, limit, images.identity()
     )
     logger.info("%s: extracting FAIL_TO_PASS for %d PR(s)", source_name, len(jobs))
-    _extract_all(spec, source, source_name, jobs, mirror, concurrency or spec.max_concurrency, results)
+    _extract_all(spec, source, source_name, jobs, mirror, concurrency or spec.max_concurrency, results, out)
     curation.write_extraction(results, out)
     summary = season_plan.finish_source(
         spec, out, results, package_stage(spec, source_name, str(out), mirror)
@@ -184,11 +185,13 @@ def _source(
 
 
 def _extract_all(
-    spec: Season, source, source_name: str, jobs, mirror, concurrency: int, results: list
+    spec: Season, source, source_name: str, jobs, mirror, concurrency: int, results: list, out: Path
 ) -> None:
-    """Every job's extraction appended to `results` (which may hold results planned without a run), at most `concurrency` at once whatever task runner the flow was started with
-    (the CLI's or a deployment's default), with cached results in the project's cache folder whoever runs the
-    flow; progress reported per PR as it finishes."""
+    """Every job's extraction appended to `results` (which may hold results planned without a run), at most
+    `concurrency` at once whatever task runner the flow was started with (the CLI's or a deployment's
+    default), with cached results in the project's cache folder whoever runs the flow; progress reported per
+    PR as it finishes, and `out`'s extraction.parquet rewritten at most every 30 s (a running or interrupted
+    season reads as far as it got)."""
     logger = _logger()
     task = extract_pr.with_options(result_storage=prefect_env.result_storage())
 
@@ -208,6 +211,7 @@ def _extract_all(
             job.harness_key,
         )
 
+    written = time.monotonic()
     for i, (job, fut) in enumerate(windowed(jobs, submit, concurrency), start=1):
         try:
             result = extraction.ExtractionResult.from_row(fut.result())
@@ -216,6 +220,9 @@ def _extract_all(
         results.append(result)
         logger.info(season_plan.progress(i, len(jobs), result))
         progress.notify_curation(source_name, result, season_plan.status_counts(results), len(jobs))
+        if time.monotonic() - written > 30:  # a running season reads as far as it got
+            curation.write_extraction(results, out)
+            written = time.monotonic()
 
 
 def run_curation(

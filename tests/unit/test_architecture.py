@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 STAGES = {
     "crawl", "filtering", "distribution", "extraction", "packaging", "tiering", "schema", "curation", "season",
     "season_plan", "evaluation", "runs", "reporting", "corpus", "predictions", "verdicts", "static_check",
-    "tooling", "demo_repo", "repos", "instance", "progress", "prefect_env", "test_scope",
+    "tooling", "demo_repo", "repos", "instance", "progress", "prefect_env", "test_scope", "funnel",
 }  # fmt: skip
 
 

@@ -1,0 +1,55 @@
+"""`pbench funnel`: a season's funnel and per-PR table from its own outputs, as far as the season got."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from tasks_lib import curation, filtering, funnel
+from tasks_lib.constants import ExtractionStatus
+from tasks_lib.crawl.base import ChangedFile, PullRequest, write_prs_parquet
+from tasks_lib.errors import InputError
+from tasks_lib.extraction import ExtractionResult
+
+
+def _pr(n: int) -> PullRequest:
+    return PullRequest(
+        source="s", repo="a/s", number=n, title=f"feat: thing {n} | pipe", body="", author="a",
+        author_login_raw="a", author_is_bot=False, labels=(), files=(ChangedFile("app/x.py", 5, 5),),
+        additions=5, deletions=5, changed_files=1, merge_commit="a" * 40, base_commit="b" * 40,
+        head_commit="c" * 40, base_ref="main", head_ref="x", default_branch="main",
+        created_at=datetime(2025, 1, 1, tzinfo=UTC), merged_at=datetime(2025, 8, 1, tzinfo=UTC), url="u",
+    )  # fmt: skip
+
+
+def test_the_funnel_counts_every_stage_and_lists_every_extracted_pr(tmp_path):
+    prs = [_pr(n) for n in (1, 2, 3, 4)]
+    write_prs_parquet(prs, tmp_path / "prs.parquet")
+    verdicts = [
+        filtering.FilterVerdict(1, False, ("too_small",), 0.1, merged_at=prs[0].merged_at),
+        filtering.FilterVerdict(2, True, (), 0.75, "backend_only", merged_at=prs[1].merged_at),
+        filtering.FilterVerdict(3, True, (), 0.75, "backend_only", merged_at=prs[2].merged_at),
+        filtering.FilterVerdict(4, True, (), 0.5, "backend_only", merged_at=prs[3].merged_at),
+    ]
+    filtering.write_filter_parquet(verdicts, tmp_path / "filter.parquet")
+    with pytest.raises(InputError):
+        funnel.markdown(tmp_path / "nothing")
+    assert "No PR extracted yet." in funnel.markdown(tmp_path)
+
+    results = [
+        ExtractionResult(3, ExtractionStatus.OK, "b", "c", backend_fail_to_pass=["t::a"],
+                         backend_pass_to_pass=["t::b", "t::c"], duration_s=120.0, test_scope=["tests/t.py"]),
+        ExtractionResult(2, ExtractionStatus.NO_FAIL_TO_PASS, "b", "c", duration_s=60.0,
+                         error="the PR changes no test file"),
+    ]  # fmt: skip
+    curation.write_extraction(results, tmp_path)
+    text = funnel.markdown(tmp_path)
+    assert "| filter | 4 | 1 | **3** | too_small 1 |" in text
+    assert "| extraction | 2 of 3 | 1 | **1** | no_fail_to_pass 1, ok 1 |" in text
+    assert "| #3 | feat: thing 3 \\| pipe | ok | 1 | 2 | 1 | 120 | (not packaged yet) |" in text
+    assert (
+        "| #2 | feat: thing 2 \\| pipe | no_fail_to_pass | 0 | 0 | suite | 60 | the PR changes no test file |"
+        in text
+    )
+    assert "0.05 h over 2 PRs (no valid instance yet)" in text
