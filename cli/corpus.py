@@ -134,6 +134,22 @@ def funnel(
         typer.echo(f"## {name}\n\n" + funnel_lib.markdown(season_plan.source_out_dir(spec, name)))
 
 
+@app.command("corpus")
+def corpus_cmd(
+    name: str = typer.Argument(..., help="Corpus name: data/corpus/NAME/ (e.g. v0.2)."),
+    season: list[str] = typer.Option(
+        ..., "--season", help="A curated season whose instances go in (repeat)."
+    ),
+):
+    """Write a committed corpus, data/corpus/NAME/ (instances.jsonl and a dataset card), from curated seasons'
+    valid instances; `--dataset NAME` then reads it without curating."""
+    from tasks_lib import corpus_release
+
+    out = corpus_release.build(name, season)
+    count = sum(1 for line in (out / "instances.jsonl").read_text().splitlines() if line.strip())
+    console.print(f"corpus {name}: {count} instance(s) -> {out}", highlight=False)
+
+
 @app.command()
 def publish(
     season: str = typer.Option(..., help="Season whose export (data/seasons/SEASON/hf) to publish."),

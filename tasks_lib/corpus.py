@@ -63,12 +63,15 @@ def _read_jsonl(path: Path) -> list[dict]:
 
 
 def load_corpus(spec: str | Path) -> list[TaskInstance]:
-    """`spec`: a season name or folder, a .jsonl/.json/.parquet file, a `save_to_disk` folder, or `hf:<id>`."""
+    """`spec`: a committed corpus name (`data/corpus/<name>/`), a season name or folder, a .jsonl/.json/.parquet
+    file, a `save_to_disk` folder, or `hf:<id>`."""
     spec = str(spec)
     if spec.startswith("hf:"):
         return _from_hub(spec[3:])
     path = Path(spec)
-    if not path.exists() and (paths.seasons_dir() / spec).is_dir():
+    if not path.exists() and (paths.data_dir() / "corpus" / spec).is_dir():
+        path = paths.data_dir() / "corpus" / spec  # a committed corpus (tasks_lib.corpus_release)
+    elif not path.exists() and (paths.seasons_dir() / spec).is_dir():
         path = paths.seasons_dir() / spec
     if path.is_dir():
         if (path / "instances.jsonl").exists():
@@ -80,7 +83,9 @@ def load_corpus(spec: str | Path) -> list[TaskInstance]:
         else:
             raise InputError(f"{spec}: a folder without instances.jsonl or a saved dataset")
     if not path.exists():
-        raise InputError(f"{spec}: no such corpus (a season name, a file, a folder, or hf:<dataset id>)")
+        raise InputError(
+            f"{spec}: no such corpus (a corpus or season name, a file, a folder, or hf:<dataset id>)"
+        )
     if path.suffix == ".jsonl":
         rows = _read_jsonl(path)
     elif path.suffix == ".json":

@@ -16,6 +16,7 @@ STAGES = {
     "crawl", "filtering", "distribution", "extraction", "packaging", "tiering", "schema", "curation", "season",
     "season_plan", "evaluation", "runs", "reporting", "corpus", "predictions", "verdicts", "static_check",
     "tooling", "demo_repo", "repos", "instance", "progress", "prefect_env", "test_scope", "funnel",
+    "corpus_release",
 }  # fmt: skip
 
 

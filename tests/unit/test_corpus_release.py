@@ -1,0 +1,50 @@
+"""`pbench corpus NAME --season S`: a committed corpus from curated seasons, read back by `--dataset NAME`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tasks_lib import corpus, corpus_release
+from tasks_lib.errors import InputError
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "instance-1396.jsonl"
+
+
+@pytest.fixture
+def data_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("PBENCH_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
+def test_a_corpus_holds_the_seasons_valid_instances_and_a_card(data_dir, monkeypatch):
+    record = json.loads(FIXTURE.read_text().splitlines()[0])
+    other = {**record, "instance_id": record["instance_id"][:-4] + "9999", "pr_number": 9999}
+    seasons = {"a": [record], "b": [other, record]}
+    monkeypatch.setattr(corpus_release, "_season_instances", lambda name: seasons[name])
+    out = corpus_release.build("v9", ["a", "b"])
+    assert out == data_dir / "corpus" / "v9"
+    lines = (out / "instances.jsonl").read_text().splitlines()
+    assert [json.loads(x)["instance_id"] for x in lines] == sorted(
+        {record["instance_id"], other["instance_id"]}
+    )
+    card = (out / "README.md").read_text()
+    f2p = len(record["fail_to_pass"]["backend"]) + len(record["fail_to_pass"]["frontend"])
+    assert "| instances | 2 |" in card and f"| FAIL_TO_PASS tests | {2 * f2p} |" in card
+    assert f"| source = {record['repo']} | 2 |" in card and "Seasons: `a`, `b`." in card
+    # --dataset NAME reads it
+    assert sorted(i.instance_id for i in corpus.load_corpus("v9")) == sorted(
+        [record["instance_id"], other["instance_id"]]
+    )
+
+
+def test_an_invalid_record_or_name_stops_the_build(data_dir, monkeypatch):
+    record = json.loads(FIXTURE.read_text().splitlines()[0])
+    monkeypatch.setattr(corpus_release, "_season_instances", lambda name: [{**record, "fail_to_pass": {}}])
+    with pytest.raises(InputError, match=record["instance_id"]):
+        corpus_release.build("v9", ["a"])
+    assert not (data_dir / "corpus" / "v9" / "instances.jsonl").exists()
+    with pytest.raises(InputError, match="plain folder name"):
+        corpus_release.build("../x", ["a"])
