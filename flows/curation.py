@@ -141,9 +141,10 @@ def curation_season(
         for source_name in spec.sources:
             out = season_plan.source_out_dir(spec, source_name)
             out.mkdir(parents=True, exist_ok=True)
-            summaries[source_name] = _source(
-                spec, source_name, out, crawl_method, prs_file, mirror, limit, until, max_concurrency
-            )
+            with season_plan.run_ledger(out, until):
+                summaries[source_name] = _source(
+                    spec, source_name, out, crawl_method, prs_file, mirror, limit, until, max_concurrency
+                )
     return summaries
 
 

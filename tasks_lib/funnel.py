@@ -64,10 +64,29 @@ def markdown(out: Path) -> str:
         valid = len(numbers & valid_ids)
         per = f"{seconds / valid / 60:.1f} min per valid instance" if valid else "no valid instance yet"
         lines += ["", f"Extraction time: {seconds / 3600:.2f} h over {len(extraction)} PRs ({per})."]
+        wall, runs = _wall(out)
+        if runs:
+            per = f"{wall / valid / 60:.1f} min per valid instance" if valid else "no valid instance yet"
+            lines.append(
+                f"Curation wall time, every run of the season counted ({runs}, interrupted ones included; image "
+                f"builds, rejected PRs and the offline stages in it): {wall / 3600:.2f} h ({per})."
+            )
         lines += ["", _table(extraction, prs, valid_ids, rejected_by)]
     else:
         lines += ["", "No PR extracted yet."]
     return "\n".join(lines) + "\n"
+
+
+def _wall(out: Path) -> tuple[float, int]:
+    """Seconds of every extracting run of the season (`season-runs.jsonl`), and how many."""
+    import json
+
+    path = out / "season-runs.jsonl"
+    if not path.is_file():
+        return 0.0, 0
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if not r.get("until")]
+    return sum(float(r["wall_s"]) for r in rows), len(rows)
 
 
 def _count(row, kind: str) -> int:

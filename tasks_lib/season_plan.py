@@ -69,6 +69,33 @@ def season_lock(season: Season, on_wait: Callable[[str], None] = lambda msg: Non
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+@contextlib.contextmanager
+def run_ledger(out: Path, until: str | None = None) -> Iterator[None]:
+    """One line per run of the season on this source in `season-runs.jsonl` (start, end, wall seconds, how it
+    ended), interrupted runs included: what the season cost in all, counted across resumptions."""
+    import json
+    from datetime import UTC, datetime
+
+    started, t0, ended = datetime.now(UTC), time.monotonic(), "interrupted"
+    try:
+        yield
+        ended = "completed"
+    except Exception as exc:
+        ended = f"failed: {type(exc).__name__}"
+        raise
+    finally:
+        row = {
+            "started_at": started.isoformat(timespec="seconds"),
+            "ended_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "wall_s": round(time.monotonic() - t0, 1),
+            "ended": ended,
+            "until": until,
+            "pid": os.getpid(),
+        }
+        with open(out / "season-runs.jsonl", "a") as fh:
+            fh.write(json.dumps(row) + "\n")
+
+
 def stopped(out: Path, stage: str) -> dict:
     """The summary of a source whose season stopped after an offline stage (`--until`)."""
     return {"out": str(out), "stopped_after": stage}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -53,3 +54,21 @@ def test_the_funnel_counts_every_stage_and_lists_every_extracted_pr(tmp_path):
         in text
     )
     assert "0.05 h over 2 PRs (no valid instance yet)" in text
+
+
+def test_every_run_of_a_season_is_counted_in_its_wall_time(tmp_path):
+    """Rule: each run appends one ledger line however it ends (completed, failed, interrupted), and the funnel
+    sums the extracting runs (not the offline `--until` ones) into the curation time."""
+    from tasks_lib import season_plan
+
+    with season_plan.run_ledger(tmp_path):
+        pass
+    with pytest.raises(ValueError), season_plan.run_ledger(tmp_path):
+        raise ValueError("boom")
+    with pytest.raises(KeyboardInterrupt), season_plan.run_ledger(tmp_path):
+        raise KeyboardInterrupt
+    with season_plan.run_ledger(tmp_path, "distribution"):
+        pass
+    rows = [json.loads(x) for x in (tmp_path / "season-runs.jsonl").read_text().splitlines()]
+    assert [r["ended"] for r in rows] == ["completed", "failed: ValueError", "interrupted", "completed"]
+    assert funnel._wall(tmp_path)[1] == 3
