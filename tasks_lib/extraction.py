@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from tasks_lib import engine, gitops, grading, patches, test_scope
-from tasks_lib.constants import ExtractionStatus, RunStatus, Side
+from tasks_lib.constants import PASSING_OUTCOMES, ExtractionStatus, RunStatus, Side
 from tasks_lib.sources import SourceRecord
 
 # A run status that is also an extraction status keeps its name (patch_apply_failed, image_build_failed,
@@ -171,7 +171,11 @@ def extract(
         ),
     }
     for side in sides:
-        runs = _side_runs(source, repo, number, base, log_dir, side, chains, run, result)
+        # One side only: its first head and base runs can already show there is no FAIL_TO_PASS (see
+        # `_no_candidate`); with two sides, every run of each is kept (the other side may make an instance,
+        # whose PASS_TO_PASS then needs all runs of both for flakiness).
+        decisive = len(sides) == 1
+        runs = _side_runs(source, repo, number, base, log_dir, side, chains, run, result, decisive)
         if runs is None:
             return _done(result, start, log_dir)
         outcomes, collection_errors = runs
@@ -188,38 +192,63 @@ def extract(
     return _done(result, start, log_dir)
 
 
-def _side_runs(source, repo, number, base, log_dir, side, chains, run, result):
-    """The head runs, then the base runs, of one side: ({when: [outcomes per run]}, base collection errors), or
-    None when a run makes extraction impossible (its reason set on `result`). Head first: if the reference
-    solution does not run cleanly there is nothing to extract."""
+def _schedule(chains) -> list[tuple[str, int]]:
+    """head-1, base-1, then the other head runs, then the other base runs: head first (if the reference
+    solution does not run cleanly there is nothing to extract), and one run of each side early, so that a PR
+    without any FAIL_TO_PASS candidate stops after two runs."""
+    heads, bases = chains["head"][0], chains["base"][0]
+    return [("head", 1), ("base", 1), *(("head", i) for i in range(2, heads + 1))] + [
+        ("base", i) for i in range(2, bases + 1)
+    ]
+
+
+def _no_candidate(head: dict, base: dict) -> bool:
+    """No test passes at head and does not pass at base (absent included). More runs only remove tests from
+    FAIL_TO_PASS (a test whose outcome changes between runs is flaky, the fallback only narrows), so this
+    after one run of each side means FAIL_TO_PASS is empty whatever the other runs say."""
+    return not any(
+        str(outcome) in PASSING_OUTCOMES and str(base.get(test_id, "missing")) not in PASSING_OUTCOMES
+        for test_id, outcome in head.items()
+    )
+
+
+def _side_runs(source, repo, number, base, log_dir, side, chains, run, result, decisive=False):
+    """The runs of one side (`_schedule`): ({when: [outcomes per run]}, base collection errors), or None when a
+    run makes extraction impossible (its reason set on `result`). With `decisive` (the PR's only side), the
+    runs stop after head-1 and base-1 when they show no FAIL_TO_PASS candidate."""
     outcomes: dict[str, list[dict]] = {"base": [], "head": []}
     base_errors: set[str] = set()
-    for when in ("head", "base"):
-        count, chain = chains[when]
-        for i in range(1, count + 1):
-            name = f"{when}-{i}" if side == Side.BACKEND else f"{side}-{when}-{i}"
-            selection = tuple(result.test_scope) if side == Side.BACKEND else ()
-            res = run(
-                engine.RunRequest(
-                    source,
-                    repo,
-                    base,
-                    log_dir / name,
-                    chain,
-                    selection=selection,
-                    side=side,
-                    label=f"#{number} {name}",
-                )
+    for when, i in _schedule(chains):
+        chain = chains[when][1]
+        name = f"{when}-{i}" if side == Side.BACKEND else f"{side}-{when}-{i}"
+        selection = tuple(result.test_scope) if side == Side.BACKEND else ()
+        res = run(
+            engine.RunRequest(
+                source,
+                repo,
+                base,
+                log_dir / name,
+                chain,
+                selection=selection,
+                side=side,
+                label=f"#{number} {name}",
             )
-            setattr(result, f"{when}_image", res.image)
-            setattr(result, f"{when}_runs", i)
-            stop = _why_not(res, when, name)
-            if stop is not None:
-                result.status, result.error = stop
-                return None
-            outcomes[when].append(res.tests)
-            if when == "base":
-                base_errors |= set(res.collection_errors)
+        )
+        setattr(result, f"{when}_image", res.image)
+        setattr(result, f"{when}_runs", i)
+        stop = _why_not(res, when, name)
+        if stop is not None:
+            result.status, result.error = stop
+            return None
+        outcomes[when].append(res.tests)
+        if when == "base":
+            base_errors |= set(res.collection_errors)
+        if decisive and (when, i) == ("base", 1) and _no_candidate(outcomes["head"][0], res.tests):
+            result.error = (
+                "no test passes at head and fails at base after one run of each: no FAIL_TO_PASS "
+                "(more runs can only remove tests), the other runs skipped"
+            )
+            break
     return outcomes, base_errors
 
 

@@ -1,0 +1,90 @@
+"""The order and the number of extraction runs: head-1 and base-1 first; a one-side PR without any FAIL_TO_PASS
+candidate after them stops there; otherwise every run happens (flakiness needs them all)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tasks_lib import extraction
+from tasks_lib.constants import ExtractionStatus, Outcome, RunStatus
+from tasks_lib.engine import RunResult
+from tasks_lib.sources import load_source
+
+P, F = Outcome.PASSED, Outcome.FAILED
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def pr(tmp_path):
+    """A demo-shaped repository: base, then head changing backend code and a backend test file."""
+    work = tmp_path / "work"
+    (work / "backend/app").mkdir(parents=True)
+    (work / "backend/tests").mkdir(parents=True)
+    (work / "backend/app/items.py").write_text("def n():\n    return 1\n")
+    (work / "backend/tests/test_items.py").write_text("def test_one():\n    pass\n")
+    _git(tmp_path, "init", "-q", str(work))
+    _git(work, "add", "-A")
+    _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "base")
+    base = _git(work, "rev-parse", "HEAD").strip()
+    (work / "backend/app/items.py").write_text("def n():\n    return 2\n")
+    (work / "backend/tests/test_items.py").write_text(
+        "def test_one():\n    pass\n\ndef test_two():\n    pass\n"
+    )
+    _git(work, "add", "-A")
+    _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "head")
+    return work / ".git", base, _git(work, "rev-parse", "HEAD").strip()
+
+
+def _runner(outcomes: dict[str, dict]):
+    seen: list[str] = []
+
+    def run(req):
+        name = Path(req.log_dir).name
+        seen.append(name)
+        return RunResult(RunStatus.COMPLETED, tests=outcomes[name.split("-")[0]], suite_ran=True, image="img")
+
+    return run, seen
+
+
+def test_no_candidate_after_one_run_of_each_stops_the_pr(pr, tmp_path):
+    repo, base, head = pr
+    same = {"tests/test_items.py::test_one": P, "tests/test_items.py::test_two": P}
+    run, seen = _runner({"head": same, "base": same})
+    result = extraction.extract(load_source("demo"), repo, 7, base, head, tmp_path / "logs", run=run)
+    assert seen == ["head-1", "base-1"]
+    assert result.status == ExtractionStatus.NO_FAIL_TO_PASS and (result.head_runs, result.base_runs) == (
+        1,
+        1,
+    )
+    assert "other runs skipped" in result.error
+
+
+def test_a_candidate_gets_every_run_head_first(pr, tmp_path):
+    repo, base, head = pr
+    run, seen = _runner(
+        {
+            "head": {"tests/test_items.py::test_one": P, "tests/test_items.py::test_two": P},
+            "base": {"tests/test_items.py::test_one": P, "tests/test_items.py::test_two": F},
+        }
+    )
+    result = extraction.extract(load_source("demo"), repo, 7, base, head, tmp_path / "logs", run=run)
+    assert seen == ["head-1", "base-1", "head-2", "head-3", "base-2"]
+    assert result.status == ExtractionStatus.OK
+    assert result.backend_fail_to_pass == ["tests/test_items.py::test_two"]
+    assert (result.head_runs, result.base_runs) == (3, 2) and not result.error
+
+
+def test_a_test_absent_at_base_is_a_candidate(pr, tmp_path):
+    """A test the test patch adds is absent at base when its file fails to collect: not a reason to stop."""
+    repo, base, head = pr
+    run, seen = _runner(
+        {"head": {"tests/test_items.py::test_two": P}, "base": {"tests/test_items.py::test_one": P}}
+    )
+    extraction.extract(load_source("demo"), repo, 7, base, head, tmp_path / "logs", run=run)
+    assert len(seen) == 5
