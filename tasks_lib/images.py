@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tasks_lib import docker_client, gitops, paths
+from tasks_lib import docker_client, gitops, paths, stopping
 from tasks_lib.config import Settings
 
 # What an environment image is made of lives in tasks_lib/envspecs.py; re-exported here, where images are built.
@@ -111,8 +111,13 @@ def _build(
                 network_mode=network_mode,
             )
             for chunk in stream:
+                if stopping.requested():  # the operator's stop: drop the build (the daemon cancels it)
+                    stream.close()
+                    fh.write("ERROR: stopped (SIGTERM / Ctrl-C)\n")
+                    stopping.check()
                 if "stream" in chunk:
                     fh.write(chunk["stream"])
+                    fh.flush()  # an operator (or a test) tails the log while it builds
                 if "error" in chunk:
                     error = chunk["error"]
                     fh.write(f"ERROR: {error}\n")

@@ -498,3 +498,48 @@ def test_docker_daemon_restarted_mid_evaluation(curated_demo, fresh_cache, docke
     df2 = _assert_one_row_per_instance(Path(again["out_dir"]), ids)
     assert df2["resolved"].all() and not df2["infra_failure"].any(), df2[["status", "note"]].to_dict()
     assert set(df2.index[df2["cached"]]) == set(df.index[df["resolved"]])
+
+
+def test_a_stop_drops_an_image_build_in_progress(docker_engine, base_images, tmp_path):
+    """Rule: a stop asked for while an image builds ends the build within seconds (a stopped curate used to
+    wait for the whole build of an environment image in its worker thread), and the daemon cancels it: no
+    build container keeps running and no image is tagged."""
+    from tasks_lib import images, stopping
+
+    (tmp_path / "Dockerfile").write_text(
+        f"FROM {base_images['base'].tag}\n"
+        # unique per run: never a build-cache hit
+        f"RUN echo {uuid.uuid4().hex} && for i in $(seq 1 120); do echo tick $i; sleep 1; done\n"
+    )
+    tag = f"pbench/stop-test:{uuid.uuid4().hex[:12]}"
+    errors: list[BaseException] = []
+
+    def build():
+        try:
+            images._build(docker_engine, tmp_path, tag, "k", {}, tmp_path / "build.log")
+        except BaseException as exc:  # noqa: BLE001 - the Interrupted is what we want to see
+            errors.append(exc)
+
+    t = threading.Thread(target=build)
+    t.start()
+    try:
+        log = tmp_path / "build.log"
+        deadline = time.monotonic() + 60
+        while not (log.exists() and "tick 3" in log.read_text()):
+            assert not errors and time.monotonic() < deadline, (errors, log.exists() and log.read_text())
+            time.sleep(0.5)
+        stopped_at = time.monotonic()
+        stopping.request_stop()
+        t.join(15)
+        assert not t.is_alive() and time.monotonic() - stopped_at < 10
+        assert errors and isinstance(errors[0], stopping.Interrupted)
+    finally:
+        stopping.reset()
+        t.join(120)
+    time.sleep(3)
+    running = [
+        c for c in docker_engine.containers.list() if "tick" in " ".join(c.attrs["Config"]["Cmd"] or [])
+    ]
+    assert running == []
+    with pytest.raises(docker.errors.ImageNotFound):
+        docker_engine.images.get(tag)
