@@ -9,6 +9,10 @@ from enum import StrEnum
 # 0.2: untrusted code runs as an unprivileged user; JUnit cross-checked. 0.3: the judge cannot be forged
 # (test tooling from the image, frozen and watched tree, canaries, audit, static check); blame per verdict.
 HARNESS_VERSION = "0.3.1"
+# Bump when the extraction's rules change (which runs, how labels are drawn) without a verdict changing: part
+# of the extraction cache key only (season_plan.harness_key), so evaluation caches stay.
+# 2: a base run killed before it reports knows no base outcome (only added tests are FAIL_TO_PASS).
+EXTRACTION_VERSION = "2"
 SCHEMA_VERSION = "0.1"
 
 # Every container, network and volume the engine creates carries this label, so leftovers

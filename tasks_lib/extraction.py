@@ -243,6 +243,12 @@ def _side_runs(source, repo, number, base, log_dir, side, chains, run, result, d
         outcomes[when].append(res.tests)
         if when == "base":
             base_errors |= set(res.collection_errors)
+            if not res.suite_ran:
+                # Killed or crashed before any report (e.g. the bug leaks memory until the container's limit):
+                # no test has a base outcome. As for a file that fails to collect, the tests the test patch
+                # adds that pass at head are FAIL_TO_PASS (they cannot have passed before) and the rest are
+                # unknown at base, never FAIL_TO_PASS by default.
+                base_errors |= {grading.file_of(t) for run_ in outcomes["head"] for t in run_}
         if decisive and (when, i) == ("base", 1) and _no_candidate(outcomes["head"][0], res.tests):
             result.error = (
                 "no test passes at head and fails at base after one run of each: no FAIL_TO_PASS "

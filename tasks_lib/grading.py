@@ -14,7 +14,7 @@ from tasks_lib.patches import strip_params
 MISSING = "missing"
 
 
-def _file_of(test_id: str) -> str:
+def file_of(test_id: str) -> str:
     """The test file of a pytest node id (`path::name`) or a Playwright id (`path:line:col › title`)."""
     if "::" in test_id or " › " not in test_id:
         return test_id.split("::", 1)[0]
@@ -53,7 +53,7 @@ def extract_labels(
     """
     if not head_runs or not base_runs:
         raise ValueError("extraction needs at least one run of each side")
-    broken_files = {_file_of(e) for e in base_collection_errors}
+    broken_files = {file_of(e) for e in base_collection_errors}
     added = {strip_params(t) for t in added_tests}
     all_ids = set().union(*head_runs, *base_runs)
     f2p, p2p, flaky, unknown = [], [], [], []
@@ -68,7 +68,7 @@ def extract_labels(
             continue
         if base in PASSING_OUTCOMES:
             p2p.append(test_id)
-        elif base == MISSING and _file_of(test_id) in broken_files:
+        elif base == MISSING and file_of(test_id) in broken_files:
             if strip_params(test_id) in added:
                 f2p.append(test_id)
                 fallback_used = True
@@ -186,8 +186,8 @@ def _grade(
         return Grade(False, status, **counts, blame=Blame(blame) if blame else default_blame(status))
     if run_status == RunStatus.PRESTART_FAILED:
         return Grade(False, Status.TESTS_FAILED, **counts, note="prestart steps failed: the suite never ran")
-    broken = {_file_of(e) for e in collection_errors}
-    if failed and any(outcomes.get(t) is None and _file_of(t) in broken for t in failed):
+    broken = {file_of(e) for e in collection_errors}
+    if failed and any(outcomes.get(t) is None and file_of(t) in broken for t in failed):
         return Grade(False, Status.TEST_COLLECTION_FAILED, **counts, note="required tests failed to collect")
     if not suite_ran:
         return Grade(False, Status.TESTS_FAILED, **counts, note="no evidence that the test suite ran")

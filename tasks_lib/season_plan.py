@@ -166,9 +166,9 @@ def harness_key(source: SourceRecord, images_key: str = "") -> str:
     import hashlib
 
     from tasks_lib import paths
-    from tasks_lib.constants import HARNESS_VERSION
+    from tasks_lib.constants import EXTRACTION_VERSION, HARNESS_VERSION
 
-    h = hashlib.sha256(HARNESS_VERSION.encode())
+    h = hashlib.sha256(f"{HARNESS_VERSION}/{EXTRACTION_VERSION}".encode())
     h.update(images_key.encode())
     h.update(repr(dataclasses.replace(source, path=Path(source.name))).encode())
     root = paths.containers_dir()

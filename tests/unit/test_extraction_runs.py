@@ -41,13 +41,14 @@ def pr(tmp_path):
     return work / ".git", base, _git(work, "rev-parse", "HEAD").strip()
 
 
-def _runner(outcomes: dict[str, dict]):
+def _runner(outcomes: dict[str, dict], base_ran: bool = True):
     seen: list[str] = []
 
     def run(req):
         name = Path(req.log_dir).name
         seen.append(name)
-        return RunResult(RunStatus.COMPLETED, tests=outcomes[name.split("-")[0]], suite_ran=True, image="img")
+        ran = base_ran or name.startswith("head")
+        return RunResult(RunStatus.COMPLETED, tests=outcomes[name.split("-")[0]], suite_ran=ran, image="img")
 
     return run, seen
 
@@ -88,3 +89,16 @@ def test_a_test_absent_at_base_is_a_candidate(pr, tmp_path):
     )
     extraction.extract(load_source("demo"), repo, 7, base, head, tmp_path / "logs", run=run)
     assert len(seen) == 5
+
+
+def test_a_base_run_killed_before_any_report_knows_no_base_outcome(pr, tmp_path):
+    """Rule: a base run killed before it reports (exit -9: the PR's memory leak reached the container's
+    limit) gives no test a base outcome: only the tests the test patch adds are FAIL_TO_PASS, the others are
+    unknown at base (before: every test passing at head became FAIL_TO_PASS, mcp-context-forge #4029: 1,068)."""
+    repo, base, head = pr
+    head_tests = {"tests/test_items.py::test_one": P, "tests/test_items.py::test_two": P}
+    run, seen = _runner({"head": head_tests, "base": {}}, base_ran=False)
+    result = extraction.extract(load_source("demo"), repo, 7, base, head, tmp_path / "logs", run=run)
+    assert result.status == ExtractionStatus.OK and len(seen) == 5
+    assert result.backend_fail_to_pass == ["tests/test_items.py::test_two"] and result.fallback_used
+    assert result.unknown_at_base == ["tests/test_items.py::test_one"] and result.backend_pass_to_pass == []

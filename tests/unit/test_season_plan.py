@@ -144,5 +144,7 @@ def test_the_harness_key_changes_with_the_base_images_and_the_harness_version(mo
     key = season_plan.harness_key(source, "base=sha256:1;postgres=sha256:2")
     assert key == season_plan.harness_key(source, "base=sha256:1;postgres=sha256:2")
     assert key != season_plan.harness_key(source, "base=sha256:9;postgres=sha256:2")
+    monkeypatch.setattr(constants, "EXTRACTION_VERSION", constants.EXTRACTION_VERSION + ".dev")
+    assert key != season_plan.harness_key(source, "base=sha256:1;postgres=sha256:2")
     monkeypatch.setattr(constants, "HARNESS_VERSION", constants.HARNESS_VERSION + ".dev")
     assert key != season_plan.harness_key(source, "base=sha256:1;postgres=sha256:2")
