@@ -81,6 +81,16 @@ def test_results_parquet_has_the_documented_dtypes(gold_run):
     assert report["model"] == "gold" and report["model_cutoff"] == "2025-06-01"
     assert {"before_model_cutoff", "after_model_cutoff"} & set(report["by_contamination"])
     assert os.path.exists(f"{out}/logs/{BUGFIX}/backend/junit.xml")
+    # The run's charts, in its folder and as a Prefect artifact with the PNGs inline.
+    assert os.path.getsize(f"{out}/charts/rates.png") > 0 and os.path.getsize(f"{out}/charts/grid.png") > 0
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["charts-gold-first"]))
+        )
+    assert found and "data:image/png;base64," in found[0].data
 
 
 def test_rerun_starts_no_container_and_one_changed_patch_reruns_one_instance(
