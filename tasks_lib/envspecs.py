@@ -4,7 +4,6 @@ content (the key names the tag: same lock, same image). Building them is tasks_l
 from __future__ import annotations
 
 import hashlib
-import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -156,18 +155,11 @@ def lock_python(contents: Mapping[str, bytes | None]) -> str | None:
     return None
 
 
-_LOCK_SOURCE = re.compile(
-    r'^source = \{ (git|url|registry|editable|path|directory|virtual) = "([^"]*)"', re.M
-)
-_LOCK_NAME = re.compile(r'^name = "([^"]+)"', re.M)
-
-
 def unfetchable(contents: Mapping[str, bytes | None] | None) -> list[str]:
     """Packages a uv lock takes from a git repository or a URL off the package index: the build's egress
     reaches the package indexes only (tasks_lib.egress), so they are left out of the environment
     (`--no-install-package`, named in the build log and the image key) instead of failing every build of
-    the lock. A test that imports one fails on its own, visibly. (Read line by line: a season plans
-    hundreds of commits, and a TOML parse of a large lock costs more than the rest of the plan.)"""
+    the lock. A test that imports one fails on its own, visibly."""
     from urllib.parse import urlparse
 
     from tasks_lib import egress
@@ -177,14 +169,10 @@ def unfetchable(contents: Mapping[str, bytes | None] | None) -> list[str]:
     for rel, data in (contents or {}).items():
         if not (rel.endswith("uv.lock") and data):
             continue
-        text = data.decode("utf-8", "replace")
-        for block in text.split("\n[[package]]\n")[1:]:
-            name, source = _LOCK_NAME.search(block), _LOCK_SOURCE.search(block)
-            if not (name and source):
-                continue
-            kind, where = source.groups()
-            if kind == "git" or (kind == "url" and urlparse(where).hostname not in hosts):
-                out.add(name.group(1))
+        for name, src in lockcheck.uv_sources(data).items():
+            url = src.get("url")
+            if name and ("git" in src or (isinstance(url, str) and urlparse(url).hostname not in hosts)):
+                out.add(name)
     return sorted(out)
 
 

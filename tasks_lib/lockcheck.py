@@ -8,6 +8,7 @@ build code (npm lifecycle scripts, Python source builds) runs only for packages 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import tomllib
@@ -81,6 +82,16 @@ def _requirements(path: str, text: str) -> list[PatchProblem]:
 
 def _uv_sources(lock: dict) -> dict[str, dict]:
     return {p.get("name", ""): p.get("source") or {} for p in lock.get("package", [])}
+
+
+@functools.lru_cache(maxsize=64)
+def uv_sources(lock_bytes: bytes) -> dict[str, dict]:
+    """name -> `source` table of every package a uv.lock holds (memoised on its bytes: a season's PRs share a
+    few locks); {} for a lock that does not parse."""
+    try:
+        return _uv_sources(tomllib.loads(lock_bytes.decode("utf-8", "replace")))
+    except tomllib.TOMLDecodeError:
+        return {}
 
 
 def _uv_lock(path: str, text: str, before: str | None) -> list[PatchProblem]:
