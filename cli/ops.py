@@ -93,15 +93,21 @@ def limits(
     docker_slots: int = typer.Option(2, min=1, help="Test stacks running at once on this host."),
     github_per_hour: int = typer.Option(4000, min=1, help="GitHub API calls per hour (of the 5000 allowed)."),
 ):
-    """Create or update the Prefect global concurrency limits (Docker slots of this host, GitHub API)."""
+    """Set this host's Docker slots and create or update the GitHub API rate limit on the Prefect API."""
     prefect()
     from tasks_lib import limits as limits_mod
 
-    for name, spec in limits_mod.ensure_limits(docker_slots, github_per_hour).items():
-        typer.echo(
-            f"{name}: limit {spec['limit']}, decay {spec['slot_decay_per_second']:.3f}/s, "
-            f"active {spec['active']}"
-        )
+    configured = limits_mod.ensure_limits(docker_slots, github_per_hour)
+    for name, spec in configured.items():
+        if "where" in spec:
+            typer.echo(
+                f"{name}: {spec['limit']} slot(s), {spec['in_use']} in use (file locks in {spec['where']})"
+            )
+        else:
+            typer.echo(
+                f"{name}: limit {spec['limit']}, decay {spec['slot_decay_per_second']:.3f}/s, "
+                f"active {spec['active']}"
+            )
 
 
 @app.command()

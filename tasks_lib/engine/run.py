@@ -36,9 +36,9 @@ RESULT_FILES = (
 def run_tests(request: RunRequest, settings: Settings | None = None) -> RunResult:
     """Run one side's tests for one task. Never raises for a task-level problem: the status says it.
 
-    Holds one Docker slot of this host (a Prefect global concurrency limit, when configured) throughout.
+    Inside a flow or task run, holds one Docker slot of this host (`limits.docker_slot`) throughout.
     """
-    with limits.docker_slot():
+    with limits.docker_slot(request.label or "run"):
         return _run_tests(request, settings or Settings.from_env())
 
 
