@@ -37,6 +37,15 @@ def curate(
         raise InputError(f"--until: one of {', '.join(OFFLINE_STAGES)}, got {until!r}")
     if limit is not None and limit < 1:
         raise InputError(f"--limit: a positive number of PRs, got {limit}")
+    summaries = None if until is not None else _up_to_date(season, source, crawl, prs_file, mirror, limit)
+    if summaries is not None:
+        _print_summaries(summaries)
+        console.print(
+            "up to date: every output of this season is that of these inputs (season-state.json); "
+            "no container, Prefect not started",
+            highlight=False,
+        )
+        return
     prefect()
     from flows.curation import run_curation
     from tasks_lib import progress
@@ -55,6 +64,28 @@ def curate(
             )
         finally:
             progress.CURATION.remove(on_pr)
+    _print_summaries(summaries)
+
+
+def _up_to_date(season, source, crawl, prs_file, mirror, limit) -> dict | None:
+    """The stored summaries when the season's outputs are already those of these inputs (season_state)."""
+    from tasks_lib import season_plan, season_state
+    from tasks_lib.season import load_season
+
+    spec = load_season(season, sources=list(source) or None)
+    fp = season_state.fingerprint(
+        season,
+        list(source) or None,
+        crawl,
+        str(prs_file) if prs_file else None,
+        str(mirror) if mirror else None,
+        limit,
+    )
+    outs = {name: season_plan.source_out_dir(spec, name) for name in spec.sources}
+    return season_state.up_to_date(outs, fp, spec.out_dir / ".season.lock")
+
+
+def _print_summaries(summaries: dict) -> None:
     for name, summary in summaries.items():
         if "stopped_after" in summary:
             _print_offline_summary(name, Path(summary["out"]), summary["stopped_after"])

@@ -18,7 +18,17 @@ from prefect.logging import get_run_logger
 
 from flows import artifacts
 from flows.runners import task_runner, windowed
-from tasks_lib import curation, extraction, images, prefect_env, progress, repos, season_plan, stopping
+from tasks_lib import (
+    curation,
+    extraction,
+    images,
+    prefect_env,
+    progress,
+    repos,
+    season_plan,
+    season_state,
+    stopping,
+)
 from tasks_lib.constants import ExtractionStatus
 from tasks_lib.errors import InfraError, InputError
 from tasks_lib.season import Season, load_season
@@ -138,14 +148,31 @@ def curation_season(
     spec = load_season(season, sources=sources)
     summaries = {}
     with season_plan.season_lock(spec, _logger().warning):
+        fp = _fingerprint(season, sources, crawl_method, prs_file, mirror, limit, until)
         for source_name in spec.sources:
             out = season_plan.source_out_dir(spec, source_name)
             out.mkdir(parents=True, exist_ok=True)
+            season_state.forget(out)
             with season_plan.run_ledger(out, until):
                 summaries[source_name] = _source(
                     spec, source_name, out, crawl_method, prs_file, mirror, limit, until, max_concurrency
                 )
+        if until is None:  # every source completed: the next run with these inputs has nothing to do
+            for source_name, summary in summaries.items():
+                out = season_plan.source_out_dir(spec, source_name)
+                season_state.record(out, fp, summary, list(summary.get("extraction", {})))
     return summaries
+
+
+def _fingerprint(season, sources, crawl_method, prs_file, mirror, limit, until) -> str | None:
+    """The inputs' fingerprint (`tasks_lib.season_state`), taken before anything runs; never fatal."""
+    if until is not None:
+        return None
+    try:
+        return season_state.fingerprint(season, sources, crawl_method, prs_file, mirror, limit)
+    except Exception as exc:
+        _logger().warning("season fingerprint not taken (the next run will run the flow): %s", exc)
+        return None
 
 
 def _source(
