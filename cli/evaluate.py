@@ -79,7 +79,7 @@ def _evaluate(
 
     # Bad input (corpus, predictions, model, cutoff, run folder) is refused before Prefect starts: inside
     # a flow run the refusal would come after a server start-up, logged with a traceback.
-    runs.plan_run(
+    plan = runs.plan_run(
         dataset,
         predictions,
         model,
@@ -91,6 +91,9 @@ def _evaluate(
         source=source,
         mirror=str(mirror) if mirror else None,
     )
+    report = _answered_from_cache(plan)
+    if report is not None:
+        return report
     prefect()
     from flows import evaluation as eval_flow
     from tasks_lib import progress
@@ -115,6 +118,25 @@ def _evaluate(
             )
         finally:
             progress.CALLBACKS.remove(on_verdict)
+
+
+def _answered_from_cache(plan) -> dict | None:
+    """A run whose every verdict is already known (a rerun of the same predictions, under any run id) is
+    answered before Prefect starts: no server, no flow run, the same output files (docs/performance.md)."""
+    from tasks_lib import runs
+
+    cached = runs.answer_from_cache(plan)
+    if cached is None:
+        return None
+    report = runs.finish_run(plan, cached)
+    runs.write_charts(plan)
+    console.print(
+        f"{len(cached)} instance(s), every verdict already known (verdict cache): no container, "
+        "Prefect not started",
+        highlight=False,
+    )
+    report["out_dir"] = str(plan.out_dir)
+    return report
 
 
 @contextlib.contextmanager

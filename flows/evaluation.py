@@ -21,7 +21,7 @@ from tasks_lib import evaluation, progress, runs, stopping
 @task(cache_policy=NONE, task_run_name="score {instance_id}")
 def score(plan: runs.RunPlan, instance_id: str) -> dict:
     instance = next(i for i in plan.instances if i["instance_id"] == instance_id)
-    return runs.score_planned(plan, instance).to_json()
+    return runs.spill(plan, runs.score_planned(plan, instance))
 
 
 @flow(name="evaluate-model", log_prints=True)
@@ -55,21 +55,26 @@ def evaluate_model(
     )
     skipped = runs.missing(plan)
     todo = [i.instance_id for i in plan.instances if i.instance_id in plan.predictions]
-    verdicts = {}
+    by_id = {i.instance_id: i for i in plan.instances}
+    # Rows go to disk as verdicts arrive and only counts stay here: the flow's memory does not grow with the
+    # run (docs/performance.md, section 5).
+    writer = runs.run_writer(plan)
     counts: Counter[str] = Counter()
-    total = len(plan.instances)
+    total, done = len(plan.instances), 0
 
     def record(v: evaluation.Verdict) -> None:
-        verdicts[v.instance_id] = v
+        nonlocal done
+        runs.add_verdict(writer, plan, by_id[v.instance_id], v)
         counts[v.kind] += 1
-        print(runs.progress_line(len(verdicts), total, v, counts))
+        done += 1
+        print(runs.progress_line(done, total, v, counts))
         progress.notify(v, counts, total)
 
     for instance in skipped:  # no container: unresolved, in the denominator
         record(runs.no_prediction(instance))
     for _, fut in windowed(todo, lambda instance_id: score.submit(plan, instance_id), max_workers):
-        record(evaluation.Verdict.from_json(fut.result()))
-    report = runs.finish_run(plan, verdicts)
+        record(runs.unspill(fut.result()))
+    report = runs.finish_writer(writer, plan)
     _publish(plan, report)
     report["out_dir"] = str(plan.out_dir)
     return report
@@ -96,13 +101,10 @@ def _publish(plan: runs.RunPlan, report: dict) -> None:
 
 
 def _publish_charts(plan: runs.RunPlan) -> None:
-    """The run's charts (`pbench report --chart` of this run: rates by cutoff and domain, the instance grid)
-    written under the run folder and shown in the Prefect UI."""
-    from tasks_lib import leaderboard, reporting
-
-    if not (plan.out_dir / "results.parquet").is_file():
+    """The run's charts, written under the run folder (`runs.write_charts`) and shown in the Prefect UI."""
+    charts = runs.write_charts(plan)
+    if not charts:
         return
-    charts = leaderboard.write_charts(reporting.load_results([plan.out_dir]), plan.out_dir / "charts")
     create_markdown_artifact(
         key=artifacts.key(f"charts-{plan.run_id}"),
         markdown=f"# {plan.model}, run {plan.run_id}"

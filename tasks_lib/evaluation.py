@@ -186,6 +186,34 @@ def score_instance(
     return verdict
 
 
+def cached_verdict(
+    instance,
+    prediction: Prediction,
+    source: SourceRecord,
+    repo: Path,
+    trace_dir: Path,
+    *,
+    cache: VerdictCache | None = None,
+    settings: Settings | None = None,
+) -> Verdict | None:
+    """What `score_instance` would answer without building an image or starting any container: the patch
+    refused before any run, or the verdict cached for this content. None when the instance needs a real run
+    (a cache miss, an image to build, a tooling probe to run, or trouble of the harness's, which the real run
+    retries)."""
+    job = _Scoring(
+        TaskInstance.of(instance), prediction, source, repo, trace_dir, settings or Settings.from_env()
+    )
+    try:
+        with images.lookup_only():
+            early = job.before_any_run()
+    except images.NotBuilt:
+        return None
+    if early is not None:
+        return None if early.infra_failure else early
+    hit = (cache or VerdictCache()).get(job.key)
+    return job.from_cache(hit) if hit is not None else None
+
+
 class _Scoring:
     """One scoring: what is decided before any container (validator, dependency files, static check, image,
     test tooling), then the attempts, then the verdict."""
@@ -223,6 +251,8 @@ class _Scoring:
         try:
             image_id = _env_image_id(self.source, self.repo, inst, patch, self.settings)
             tooling_problems, self.plugins = _tooling(self.source, self.repo, inst, patch, self.settings)
+        except images.NotBuilt:
+            raise  # a lookup-only question (`cached_verdict`): the answer needs the real run
         except ImageBuildError as exc:
             blame = Blame.PATCH if isinstance(exc, PatchBuildError) else Blame.HARNESS
             return self.verdict(Status.IMAGE_BUILD_FAILED, blame, str(exc))

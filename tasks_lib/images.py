@@ -7,6 +7,7 @@ the dependency files), so the same inputs always name the same tag and a second 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import logging
 import shutil
@@ -50,6 +51,32 @@ from tasks_lib.image_lineage import (  # noqa: F401  (labels and usage re-export
 log = logging.getLogger(__name__)
 
 ROOTFS_REPO = "pbench/rootfs"
+
+_LOOKUP_ONLY = contextvars.ContextVar("pbench_images_lookup_only", default=False)
+
+
+class NotBuilt(Exception):
+    """Raised under `lookup_only()` where an image would have to be built or a probe container started: the
+    question needs the real run (not an ImageBuildError: nothing failed)."""
+
+
+@contextlib.contextmanager
+def lookup_only():
+    """Images are looked up, never built, in this context (and no probe container starts): what a command
+    asks before deciding whether it needs Prefect and containers at all."""
+    token = _LOOKUP_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _LOOKUP_ONLY.reset(token)
+
+
+def require_build(what: str) -> None:
+    """Called where work would start (a build, a probe container): refused under `lookup_only()`."""
+    if _LOOKUP_ONLY.get():
+        raise NotBuilt(what)
+
+
 BASE_REPO = "pbench/base"
 POSTGRES_REPO = "pbench/postgres"
 
@@ -152,6 +179,7 @@ def _build_keyed(
         # Re-tagging refreshes LastTagTime: the "last used" that `pbench images prune` goes by.
         client.api.tag(existing, repo, key[:16])
         return ImageRef(tag, existing, key, built=False)
+    require_build(tag)
     with gitops.file_lock(tag.replace("/", "_").replace(":", "_")):
         existing = _find(client, tag)  # another process may have built it while we waited
         if existing:
@@ -216,6 +244,7 @@ def _rootfs(client, settings: Settings, say) -> str:
     existing = _find(client, tag)
     if existing:
         return tag
+    require_build(tag)
     with gitops.file_lock("rootfs"):
         if _find(client, tag):
             return tag

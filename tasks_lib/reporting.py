@@ -250,6 +250,66 @@ def text_table(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+class RunWriter:
+    """A run's results.parquet and tests.parquet written as its verdicts arrive (row groups of a part file
+    per table), so that a long run keeps no rows in memory; `finish` puts both tables in the run's instance
+    order (what `write_run_outputs` writes from rows in memory) and writes the report from results.parquet."""
+
+    def __init__(self, out_dir: Path, order: Sequence[str], batch_rows: int = 2000):
+        self.out_dir, self.batch_rows = Path(out_dir), batch_rows
+        self.rank = {iid: i for i, iid in enumerate(order)}
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._tables = {"results": RESULTS_SCHEMA, "tests": TESTS_SCHEMA}
+        self._buffers: dict[str, list[dict]] = {name: [] for name in self._tables}
+        self._writers: dict[str, pq.ParquetWriter] = {}
+
+    def _part(self, name: str) -> Path:
+        return self.out_dir / f".{name}.parquet.part"
+
+    def add(self, row: dict, tests: list[dict]) -> None:
+        self._buffers["results"].append(row)
+        self._buffers["tests"] += tests
+        for name, rows in self._buffers.items():
+            if len(rows) >= (self.batch_rows if name == "tests" else max(1, self.batch_rows // 20)):
+                self._flush(name)
+
+    def _flush(self, name: str) -> None:
+        rows, schema = self._buffers[name], self._tables[name]
+        if not rows:
+            return
+        if name not in self._writers:
+            self._writers[name] = pq.ParquetWriter(self._part(name), schema)
+        self._writers[name].write_table(pa.Table.from_pylist(rows, schema=schema))
+        self._buffers[name] = []
+
+    def _final(self, name: str) -> pa.Table:
+        """The part file in instance order (a stable sort: each instance's rows keep their order)."""
+        self._flush(name)
+        schema = self._tables[name]
+        writer = self._writers.pop(name, None)
+        if writer is None:
+            return schema.empty_table()
+        writer.close()
+        table = pq.read_table(self._part(name), schema=schema)
+        ranks = pa.array([self.rank.get(i, len(self.rank)) for i in table.column("instance_id").to_pylist()])
+        keyed = table.append_column("_rank", ranks).append_column("_seq", pa.array(range(table.num_rows)))
+        ordered = keyed.sort_by([("_rank", "ascending"), ("_seq", "ascending")])
+        return ordered.drop_columns(["_rank", "_seq"])
+
+    def finish(self, meta: dict) -> dict:
+        tables = {name: self._final(name) for name in self._tables}
+        for name, table in tables.items():
+            tmp = self.out_dir / f"{name}.parquet.tmp"
+            pq.write_table(table, tmp)
+            tmp.replace(self.out_dir / f"{name}.parquet")
+            self._part(name).unlink(missing_ok=True)
+        rows = pq.read_table(self.out_dir / "results.parquet").to_pylist()
+        report = build_report(rows, meta)
+        (self.out_dir / "report.json").write_text(json.dumps(report, indent=2, default=str))
+        (self.out_dir / "report.txt").write_text(text_table(report))
+        return report
+
+
 def write_run_outputs(out_dir: Path, rows: list[dict], tests: list[dict], meta: dict) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     write_parquet(rows, RESULTS_SCHEMA, out_dir / "results.parquet")

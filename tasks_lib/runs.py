@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -154,17 +156,83 @@ def score_planned(plan: RunPlan, instance: TaskInstance, settings: Settings | No
     return evaluation.score_instance(instance, prediction, source, repo, trace, settings=settings)
 
 
+def answer_from_cache(plan: RunPlan, settings: Settings | None = None) -> dict[str, Verdict] | None:
+    """Every verdict of the run without an image build, a container or Prefect, when each planned instance is
+    a cache hit, a patch refused before any run, or has no prediction. None at the first instance that needs a
+    real run: probing stops there, so a run that is not cached pays for one probe."""
+    from tasks_lib import corpus
+
+    verdicts: dict[str, Verdict] = {}
+    for inst in plan.instances:
+        iid = inst.instance_id
+        if iid not in plan.predictions:
+            verdicts[iid] = no_prediction(inst)
+            continue
+        source = corpus.source_for(inst, plan.source_override)
+        repo = evaluation.repo_for(source, plan.mirror)
+        trace = plan.out_dir / "logs" / iid
+        verdict = evaluation.cached_verdict(
+            inst, plan.predictions[iid], source, repo, trace, settings=settings
+        )
+        if verdict is None:
+            return None
+        verdicts[iid] = verdict
+    return verdicts
+
+
+def write_charts(plan: RunPlan) -> list[Path]:
+    """The run's charts (`pbench report --chart` of this run: rates by cutoff and domain, the instance grid)
+    under the run folder."""
+    from tasks_lib import leaderboard, reporting
+
+    if not (plan.out_dir / "results.parquet").is_file():
+        return []
+    return leaderboard.write_charts(reporting.load_results([plan.out_dir]), plan.out_dir / "charts")
+
+
 def finish_run(plan: RunPlan, verdicts: dict[str, Verdict]) -> dict:
+    """The run's outputs from verdicts in memory (a run answered from the cache)."""
+    writer = run_writer(plan)
+    for inst in plan.instances:
+        add_verdict(writer, plan, inst, verdicts[inst.instance_id])
+    return finish_writer(writer, plan)
+
+
+def run_writer(plan: RunPlan):
+    """The run's tables, written as its verdicts arrive (reporting.RunWriter), in the plan's instance order."""
+    from tasks_lib import reporting
+
+    return reporting.RunWriter(plan.out_dir, [i.instance_id for i in plan.instances])
+
+
+def add_verdict(writer, plan: RunPlan, instance: TaskInstance, verdict: Verdict) -> None:
     from tasks_lib import reporting
 
     cutoff = date.fromisoformat(plan.model_cutoff)
-    rows, tests = [], []
-    for inst in plan.instances:
-        v = verdicts[inst.instance_id]
-        rows.append(reporting.result_row(plan.run_id, plan.model, cutoff, inst, v))
-        tests += reporting.test_rows(plan.run_id, plan.model, v)
-    meta = json.loads((plan.out_dir / "run.json").read_text())
-    return reporting.write_run_outputs(plan.out_dir, rows, tests, meta)
+    writer.add(
+        reporting.result_row(plan.run_id, plan.model, cutoff, instance, verdict),
+        reporting.test_rows(plan.run_id, plan.model, verdict),
+    )
+
+
+def finish_writer(writer, plan: RunPlan) -> dict:
+    return writer.finish(json.loads((plan.out_dir / "run.json").read_text()))
+
+
+def spill(plan: RunPlan, verdict: Verdict) -> dict:
+    """The verdict written beside its trace (`logs/<id>/verdict.json`, on the output folder every worker
+    shares); what a scoring task returns is this small reference, so that the flow's task results (which
+    Prefect keeps until the flow ends) do not hold every test row of the run."""
+    path = plan.out_dir / "logs" / verdict.instance_id / "verdict.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".verdict.json.{os.getpid()}.{threading.get_ident()}")
+    tmp.write_text(json.dumps(verdict.to_json(), default=str))
+    tmp.replace(path)
+    return {"instance_id": verdict.instance_id, "status": str(verdict.status), "path": str(path)}
+
+
+def unspill(ref: dict) -> Verdict:
+    return Verdict.from_json(json.loads(Path(ref["path"]).read_text()))
 
 
 def progress_line(done: int, total: int, verdict: Verdict, counts) -> str:

@@ -81,6 +81,7 @@ def of_image(image_id: str) -> Tooling:
 
         from tasks_lib.constants import LABEL, LABEL_OWNER
 
+        images.require_build(f"tooling probe of {image_id}")
         client = docker_client.get()
         out = client.containers.run(
             image_id,

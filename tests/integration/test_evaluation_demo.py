@@ -43,6 +43,12 @@ def _wrong(patch: str) -> str:
     return patch.replace('"Item not found"', '"Missing"')
 
 
+def _never_scored(patch: str) -> str:
+    """A wrong fix that no other test of this module scores (so never in the verdict cache)."""
+    assert '"Item not found"' in patch
+    return patch.replace('"Item not found"', '"Not probed before"')
+
+
 def _cheat(inst: dict) -> str:
     """The wrong fix plus an edit of the hidden test's expectation, so that the edited test would pass."""
     edit = inst["test_patch"].replace('{"detail": "Item not found"}', '{"detail": "Missing"}')
@@ -126,6 +132,52 @@ def test_rerun_starts_no_container_and_one_changed_patch_reruns_one_instance(
     assert len(counted.created) == 2, counted.created
     assert df.loc[BUGFIX, "status"] == "tests_failed" and not df.loc[BUGFIX, "resolved"]
     assert df.drop(index=BUGFIX)["resolved"].all()
+
+
+def test_a_command_whose_verdicts_are_all_cached_never_starts_prefect(gold_run, container_counter, tmp_path):
+    """`pbench evaluate` decides cache hits before any server: with the Prefect API pointed at a closed port
+    (any use of it would fail), the rerun of the gold predictions writes the same outputs from the verdict
+    cache; a run with one changed patch is not answered there, and probing it builds and starts nothing."""
+    from tasks_lib import runs
+
+    env = {**os.environ, "PREFECT_API_URL": "http://127.0.0.1:9/api"}
+    with container_counter() as counted:
+        res = subprocess.run(
+            [sys.executable, "-m", "cli.pbench", "evaluate", "--predictions", "gold", "--model", "gold"]
+            + ["--model-cutoff", "2025-06-01", "--dataset", "demo", "--run-id", "gold-no-prefect", "--json"],
+            cwd=Path(__file__).resolve().parents[2],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "Prefect not started" in res.stderr
+    report = json.loads(res.stdout)
+    assert report["resolved"] == report["total"] == gold_run["total"]
+    assert counted.created == []
+    df = pd.read_parquet(f"{report['out_dir']}/results.parquet")
+    first = pd.read_parquet(f"{gold_run['out_dir']}/results.parquet")
+    assert df["cached"].all() and sorted(df["instance_id"]) == sorted(first["instance_id"])
+    assert (df.set_index("instance_id")["status"] == first.set_index("instance_id")["status"]).all()
+    assert os.path.getsize(f"{report['out_dir']}/charts/grid.png") > 0
+
+    instances = _instances()
+    preds = tmp_path / "changed.jsonl"
+    preds.write_text(
+        "".join(
+            json.dumps(
+                {"instance_id": iid, "model_name_or_path": "m", "model_patch": _never_scored(inst["patch"])}
+            )
+            + "\n"
+            for iid, inst in instances.items()
+            if iid == BUGFIX
+        )
+    )
+    plan = runs.plan_run("demo", str(preds), "m", "2025-06-01", "probe-only")
+    with container_counter() as counted:
+        assert runs.answer_from_cache(plan) is None
+    assert counted.created == []
 
 
 def _score(iid, patch, tmp_path):

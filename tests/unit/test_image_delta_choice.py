@@ -51,3 +51,19 @@ def test_too_deep_or_too_different_builds_from_scratch():
     different = _image("different", ["x==1", "y==1"])
     assert _choose([deep, different]) == ({}, {images.DEPTH_LABEL: "0"})
     assert _choose([]) == ({}, {images.DEPTH_LABEL: "0"})
+
+
+def test_lookup_only_refuses_a_build_and_a_probe_container_and_ends_with_its_context(tmp_path, monkeypatch):
+    """What `pbench evaluate` asks before deciding whether it needs Prefect: an image that would have to be
+    built, or a tooling probe container, is a `NotBuilt` answer there, never work started."""
+    import pytest
+
+    from tasks_lib import images, tooling
+
+    monkeypatch.setenv("PBENCH_CACHE_DIR", str(tmp_path))
+    with images.lookup_only():
+        with pytest.raises(images.NotBuilt, match="pbench/env-x"):
+            images.require_build("pbench/env-x:1234")
+        with pytest.raises(images.NotBuilt, match="tooling probe"):
+            tooling.of_image("sha256:" + "0" * 64)
+    images.require_build("pbench/env-x:1234")  # outside the context: allowed

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from tasks_lib import reporting
@@ -329,8 +330,14 @@ def test_blame_and_tampering_reach_the_row_and_the_report():
     build = Verdict("acme__shop-7", False, "image_build_failed", blame="patch")
     assert reporting.result_row("r", "m", CUTOFF, inst, build)["infra_failure"] is False
     seen = ["the canary test tests/test_x.py must fail and was reported passed"]
-    tampered = Verdict("acme__shop-7", False, "tests_failed", blame="patch", tampering=seen,
-                       static_flags=["runner: backend/app/x.py:1: imports the test runner (import _pytest)"])
+    tampered = Verdict(
+        "acme__shop-7",
+        False,
+        "tests_failed",
+        blame="patch",
+        tampering=seen,
+        static_flags=["runner: backend/app/x.py:1: imports the test runner (import _pytest)"],
+    )
     row_ = reporting.result_row("r", "m", CUTOFF, inst, tampered)
     assert row_["tampering"] == seen and row_["blame"] == "patch"
     report = reporting.build_report([row_], {"run_id": "r", "model": "m", "model_cutoff": "2025-06-01"})
@@ -422,7 +429,9 @@ def test_leaderboard_refuses_a_folder_that_is_not_a_run(tmp_path):
 def test_a_missing_prediction_counts_in_the_denominator_and_the_swebench_lists():
     """Rule: score = resolved / selected instances; a missing prediction is `no_prediction` (unresolved, in
     `incomplete_ids`), an empty patch is in `empty_patch_ids`, the harness's failures in `error_ids`."""
-    empty = Verdict("acme__shop-2", False, Status.TESTS_FAILED.value, patch_sha256=reporting.EMPTY_PATCH_SHA256)
+    empty = Verdict(
+        "acme__shop-2", False, Status.TESTS_FAILED.value, patch_sha256=reporting.EMPTY_PATCH_SHA256
+    )
     missing = Verdict("acme__shop-4", False, Status.NO_PREDICTION.value)
     verdicts = [VERDICTS[0], empty, VERDICTS[2], missing]
     rows, _ = build(verdicts=verdicts)
@@ -450,3 +459,29 @@ def test_a_prediction_of_another_model_is_refused(tmp_path):
     assert "'b'" in str(err.value) and "--model is 'a'" in str(err.value) and "line 1" in str(err.value)
     (ok,) = load_predictions(path, ["acme__shop-1"], default_model="a")  # without the check: as before
     assert ok.model_name_or_path == "b"
+
+
+@pytest.mark.parametrize("batch_rows", [1, 3, 2000])
+def test_rows_written_as_verdicts_arrive_give_the_same_files_as_rows_kept_in_memory(tmp_path, batch_rows):
+    """RunWriter (the evaluation flow's, so that its memory stays flat) writes what write_run_outputs writes:
+    same tables in the run's instance order whatever order the verdicts came in, same report."""
+    rows, tests = build()
+    kept = tmp_path / "kept"
+    want = reporting.write_run_outputs(kept, rows, tests, META)
+    streamed = tmp_path / "streamed"
+    writer = reporting.RunWriter(streamed, [r["instance_id"] for r in rows], batch_rows=batch_rows)
+    for r in reversed(rows):  # verdicts arrive in any order
+        writer.add(r, [t for t in tests if t["instance_id"] == r["instance_id"]])
+    assert writer.finish(META) == want
+    for name in ("results.parquet", "tests.parquet"):
+        assert pq.read_table(streamed / name).equals(pq.read_table(kept / name)), name
+    for name in ("report.json", "report.txt"):
+        assert (streamed / name).read_text() == (kept / name).read_text()
+    assert sorted(p.name for p in streamed.iterdir()) == sorted(p.name for p in kept.iterdir())
+
+
+def test_a_streamed_run_with_no_rows_still_has_the_typed_schema(tmp_path):
+    writer = reporting.RunWriter(tmp_path, [])
+    writer.finish(META)
+    assert pq.read_table(tmp_path / "results.parquet").schema.equals(reporting.RESULTS_SCHEMA)
+    assert pq.read_table(tmp_path / "tests.parquet").num_rows == 0
