@@ -2,7 +2,12 @@
 each as a fraction of the first run's wall time. Run:
 
     python benchmarks/caching.py [--runs 5] [--only curation|evaluation] [--server ephemeral|running]
-                                 [--json out.json]
+                                 [--prs 1|2] [--instances K] [--compare-tree DIR] [--json out.json]
+
+--prs 1 curates a one-PR export (PR #3), --instances K evaluates the first K demo instances only (`--id`): the
+small cases where the fixed cost of a command shows most. --compare-tree DIR runs every pair a second time with
+another copy of the project (its `pbench` on PYTHONPATH), in alternating order, so before and after share the
+rounds.
 
 Curation: the demo season over a two-PR export (`--prs-file` with PRs #3 and #5, both backend-only, so that a
 cold run takes minutes, not the 20 of the whole season). Each of --runs pairs starts cold: a fresh output folder,
@@ -106,21 +111,40 @@ def running_server(root: Path):
         log.close()
 
 
-def curation_pairs(root: Path, runs: int) -> list[dict]:
+def _trees(compare_tree: Path | None) -> dict[str, dict[str, str]]:
+    """The variants timed in each round: this tree, and another copy of the project on PYTHONPATH."""
+    trees = {"this tree": {}}
+    if compare_tree:
+        trees["compare tree"] = {"PYTHONPATH": str(compare_tree)}
+    return trees
+
+
+def _rounds(runs: int, trees: dict):
+    """(round, tree name, tree env) in alternating order, so that a drift of the load weighs on both."""
+    for i in range(runs):
+        names = list(trees) if i % 2 == 0 else list(reversed(trees))
+        for name in names:
+            yield i, name, trees[name]
+
+
+def curation_pairs(root: Path, runs: int, n_prs: int = 2, trees: dict | None = None) -> dict[str, list[dict]]:
     from tasks_lib.demo_repo import demo_prs_path, ensure_demo_repo
 
+    trees = trees or _trees(None)
     rows = [json.loads(x) for x in demo_prs_path(ensure_demo_repo()).read_text().splitlines()]
-    export = root / "caching" / "two-prs.jsonl"
+    export = root / "caching" / f"{n_prs}-prs.jsonl"
     export.parent.mkdir(parents=True, exist_ok=True)
-    export.write_text("".join(json.dumps(r) + "\n" for r in rows if r["number"] in CURATION_PRS))
-    pairs = []
-    for i in range(runs):
-        work = root / "caching" / f"curation-{i}"
+    wanted = CURATION_PRS[:n_prs]
+    export.write_text("".join(json.dumps(r) + "\n" for r in rows if r["number"] in wanted))
+    pairs: dict[str, list[dict]] = {name: [] for name in trees}
+    for i, name, tree_env in _rounds(runs, trees):
+        work = root / "caching" / f"curation-{i}-{name.replace(' ', '-')}"
         shutil.rmtree(work, ignore_errors=True)
         for sub in ("out", "prefect", "storage"):
             (work / sub).mkdir(parents=True)
         env = {
             **_verbose_env(),
+            **tree_env,
             "PBENCH_OUTPUT_DIR": str(work / "out"),
             "PREFECT_HOME": str(work / "prefect"),
             "PREFECT_LOCAL_STORAGE_PATH": str(work / "storage"),
@@ -129,18 +153,23 @@ def curation_pairs(root: Path, runs: int) -> list[dict]:
         for which in ("first", "second"):
             rc, secs, log = _bench.pbench("curate", "--season", "demo", "--prs-file", str(export), env=env)
             if rc != 0:
-                raise SystemExit(f"curation {which} run exited {rc}:\n{log[-3000:]}")
+                raise SystemExit(f"curation {which} run ({name}) exited {rc}:\n{log[-3000:]}")
             pair[which] = {"cli_s": secs, "flow_s": flow_seconds(log), "load": _bench.load()}
             (work / f"{which}.log").write_text(log)
-        print(f"curation pair {i + 1}: {_pair_text(pair)}", flush=True)
-        pairs.append(pair)
+        print(f"curation pair {i + 1} ({name}): {_pair_text(pair)}", flush=True)
+        pairs[name].append(pair)
     return pairs
 
 
-def evaluation_pairs(root: Path, runs: int) -> list[dict]:
+def evaluation_pairs(
+    root: Path, runs: int, n_instances: int | None = None, trees: dict | None = None
+) -> dict[str, list[dict]]:
     _bench.ensure_demo_season(root)
-    pairs = []
-    for i in range(runs):
+    trees = trees or _trees(None)
+    ids = [i["instance_id"] for i in _bench.demo_corpus()][:n_instances] if n_instances else []
+    selection = [a for iid in ids for a in ("--id", iid)]
+    pairs: dict[str, list[dict]] = {name: [] for name in trees}
+    for i, name, tree_env in _rounds(runs, trees):
         shutil.rmtree(Path(os.environ["PBENCH_CACHE_DIR"]) / "verdicts", ignore_errors=True)
         pair = {}
         stamp = datetime.now().strftime("%H%M%S")
@@ -154,14 +183,15 @@ def evaluation_pairs(root: Path, runs: int) -> list[dict]:
                 "--model-cutoff",
                 "2025-06-01",
                 "--run-id",
-                f"bench-caching-{stamp}-{i}-{which}",
-                env=_verbose_env(),
+                f"bench-caching-{stamp}-{i}-{name.replace(' ', '-')}-{which}",
+                *selection,
+                env={**_verbose_env(), **tree_env},
             )
             if rc != 0:
-                raise SystemExit(f"evaluation {which} run exited {rc}:\n{log[-3000:]}")
+                raise SystemExit(f"evaluation {which} run ({name}) exited {rc}:\n{log[-3000:]}")
             pair[which] = {"cli_s": secs, "flow_s": flow_seconds(log), "load": _bench.load()}
-        print(f"evaluation pair {i + 1}: {_pair_text(pair)}", flush=True)
-        pairs.append(pair)
+        print(f"evaluation pair {i + 1} ({name}): {_pair_text(pair)}", flush=True)
+        pairs[name].append(pair)
     return pairs
 
 
@@ -202,19 +232,23 @@ def main() -> None:
     parser.add_argument("--server", choices=("ephemeral", "running"), default="ephemeral")
     parser.add_argument("--scratch", type=Path, default=_bench.DEFAULT_SCRATCH)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--prs", type=int, choices=(1, 2), default=2, help="PRs in the curation export")
+    parser.add_argument("--instances", type=int, default=None, help="evaluate the first K demo instances")
+    parser.add_argument("--compare-tree", type=Path, default=None, help="another copy of the project")
     args = parser.parse_args()
     root = _bench.use_scratch(args.scratch, "caching")
+    trees = _trees(args.compare_tree)
 
-    raw = {"server": args.server}
+    raw = {"server": args.server, "prs": args.prs, "instances": args.instances, "trees": list(trees)}
     with running_server(root) if args.server == "running" else contextlib.nullcontext():
         if args.only in (None, "curation"):
-            raw["curation"] = curation_pairs(root, args.runs)
+            raw["curation"] = curation_pairs(root, args.runs, args.prs, trees)
         if args.only in (None, "evaluation"):
-            raw["evaluation"] = evaluation_pairs(root, args.runs)
+            raw["evaluation"] = evaluation_pairs(root, args.runs, args.instances, trees)
     rows = []
     for name in ("curation", "evaluation"):
-        if name in raw:
-            rows += summary_rows(f"{name} ({args.server} server)", raw[name])
+        for tree, pairs in raw.get(name, {}).items():
+            rows += summary_rows(f"{name} ({args.server} server, {tree})", pairs)
     print()
     print(_bench.table(["", "first s", "second s", "second/first", "runs"], rows))
     print("(medians; second/first is the median of the per-pair ratios; target <= 5 %)")

@@ -3,6 +3,7 @@
 
     python benchmarks/memory.py [--runs 5] [--instances 500] [--every 100] [--json out.json]
     python benchmarks/memory.py --runs 1 --instances 300 --types 15     # what the growth is made of
+    python benchmarks/memory.py --runs 5 --compare-tree /tmp/before-<commit>   # before/after in the same rounds
 
 The engine is stubbed: `tasks_lib.engine.run_tests` returns at once a completed run in which every FAIL_TO_PASS
 and PASS_TO_PASS test of the side passed (and writes its run.json, as the engine does). 500 real runs would take
@@ -163,6 +164,9 @@ def main() -> None:
     parser.add_argument("--scratch", type=Path, default=_bench.DEFAULT_SCRATCH)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--types", type=int, default=0, help="print the N object types that grow most")
+    parser.add_argument(
+        "--compare-tree", type=Path, default=None, help="another copy of the project, run in the same rounds"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -171,38 +175,57 @@ def main() -> None:
 
     _bench.use_scratch(args.scratch, "memory")
     _bench.ensure_demo_season(args.scratch)  # once, before the timed children
-    results = []
+    variants = {"this tree": None} | ({"compare tree": str(args.compare_tree)} if args.compare_tree else {})
+    results: dict[str, list[dict]] = {name: [] for name in variants}
     for i in range(args.runs):
-        cmd = [
-            sys.executable,
-            __file__,
-            "--child",
-            "--instances",
-            str(args.instances),
-            "--every",
-            str(args.every),
-            "--scratch",
-            str(args.scratch),
-            "--types",
-            str(args.types),
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
-        if proc.returncode != 0 or line is None:
-            raise SystemExit(
-                f"run {i + 1} failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}"
-            )
-        if args.types:
-            print(proc.stderr[proc.stderr.find("objects grown") :], flush=True)
-        res = json.loads(line[len("RESULT ") :])
-        res["load"] = _bench.load()
-        results.append(res)
-        print(
-            f"run {i + 1}: {args.instances} instances in {res['final']['seconds']:.0f}s, "
-            f"peak RSS {res['final']['hwm_kb'] / 1024:.0f} MB, load {res['load']:.1f}",
-            flush=True,
-        )
+        order = list(variants) if i % 2 == 0 else list(reversed(variants))  # a drift weighs on both
+        for name in order:
+            results[name].append(_one_run(args, i, name, variants[name]))
+    for name, runs_ in results.items():
+        _summary(name, runs_)
+    _bench.save_json(
+        args.json,
+        {"runs": args.runs, "instances": args.instances, "compare_tree": str(args.compare_tree or "")}
+        | ({"results": results["this tree"]} if len(results) == 1 else {"results_by_tree": results}),
+    )
 
+
+def _one_run(args, i: int, name: str, tree: str | None) -> dict:
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        "--instances",
+        str(args.instances),
+        "--every",
+        str(args.every),
+        "--scratch",
+        str(args.scratch),
+        "--types",
+        str(args.types),
+    ]
+    env = dict(os.environ)
+    if tree:  # the other tree's flows and tasks_lib first on the path (this file's child code drives both)
+        env["PYTHONPATH"] = tree + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if proc.returncode != 0 or line is None:
+        raise SystemExit(
+            f"run {i + 1} ({name}) failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}"
+        )
+    if args.types:
+        print(proc.stderr[proc.stderr.find("objects grown") :], flush=True)
+    res = json.loads(line[len("RESULT ") :])
+    res["load"] = _bench.load()
+    print(
+        f"run {i + 1} ({name}): {args.instances} instances in {res['final']['seconds']:.0f}s, "
+        f"peak RSS {res['final']['hwm_kb'] / 1024:.0f} MB, load {res['load']:.1f}",
+        flush=True,
+    )
+    return res
+
+
+def _summary(name: str, results: list[dict]) -> None:
     checkpoints = [s["n"] for s in results[0]["samples"]]
     rows = []
     for k, n in enumerate(checkpoints):
@@ -215,7 +238,7 @@ def main() -> None:
                 _bench.median([s["server_kb"] / 1024 for s in at]),
             ]
         )
-    print()
+    print(f"\n{name}:")
     print(_bench.table(["instances done", "RSS MB", "peak RSS MB", "server RSS MB"], rows))
     first, last = 1, len(checkpoints) - 1  # growth from the first sample after start-up to the end
     growth = [
@@ -230,7 +253,6 @@ def main() -> None:
     print(
         f"peak RSS of the flow process: median {_bench.median([r['final']['hwm_kb'] / 1024 for r in results]):.0f} MB"
     )
-    _bench.save_json(args.json, {"runs": args.runs, "instances": args.instances, "results": results})
 
 
 if __name__ == "__main__":
