@@ -17,7 +17,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.logging import get_run_logger
 
 from flows import artifacts
-from flows.runners import task_runner, windowed
+from flows.runners import lean_thread_pool, task_runner, windowed
 from tasks_lib import (
     curation,
     extraction,
@@ -124,7 +124,7 @@ def package_stage(season: Season, source_name: str, out: str, mirror: str | None
     return summary
 
 
-@flow(name="curation-season")
+@flow(name="curation-season", task_runner=lean_thread_pool(2))
 def curation_season(
     season: str = "demo",
     sources: list[str] | None = None,

@@ -14,17 +14,20 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
 from flows import artifacts
-from flows.runners import task_runner, windowed
+from flows.runners import lean_thread_pool, task_runner, windowed
 from tasks_lib import evaluation, progress, runs, stopping
 
 
 @task(cache_policy=NONE, task_run_name="score {instance_id}")
 def score(plan: runs.RunPlan, instance_id: str) -> dict:
     instance = next(i for i in plan.instances if i["instance_id"] == instance_id)
-    return runs.spill(plan, runs.score_planned(plan, instance))
+    runs.spill(plan, runs.score_planned(plan, instance))
+    # Nothing returned: Prefect keeps a copy of the state of every result a task returns until the flow ends
+    # (to link results passed to later tasks), and the flow reads the verdict from its file anyway.
+    return None
 
 
-@flow(name="evaluate-model", log_prints=True)
+@flow(name="evaluate-model", log_prints=True, task_runner=lean_thread_pool(2))
 def evaluate_model(
     dataset: str,
     predictions: str,
@@ -72,8 +75,9 @@ def evaluate_model(
 
     for instance in skipped:  # no container: unresolved, in the denominator
         record(runs.no_prediction(instance))
-    for _, fut in windowed(todo, lambda instance_id: score.submit(plan, instance_id), max_workers):
-        record(runs.unspill(fut.result()))
+    for instance_id, fut in windowed(todo, lambda instance_id: score.submit(plan, instance_id), max_workers):
+        fut.result()  # raises what the task raised
+        record(runs.unspill(runs.verdict_path(plan, instance_id)))
     report = runs.finish_writer(writer, plan)
     _publish(plan, report)
     report["out_dir"] = str(plan.out_dir)

@@ -255,7 +255,7 @@ class RunWriter:
     per table), so that a long run keeps no rows in memory; `finish` puts both tables in the run's instance
     order (what `write_run_outputs` writes from rows in memory) and writes the report from results.parquet."""
 
-    def __init__(self, out_dir: Path, order: Sequence[str], batch_rows: int = 2000):
+    def __init__(self, out_dir: Path, order: Sequence[str], batch_rows: int = 500):
         self.out_dir, self.batch_rows = Path(out_dir), batch_rows
         self.rank = {iid: i for i, iid in enumerate(order)}
         self.out_dir.mkdir(parents=True, exist_ok=True)

@@ -219,20 +219,24 @@ def finish_writer(writer, plan: RunPlan) -> dict:
     return writer.finish(json.loads((plan.out_dir / "run.json").read_text()))
 
 
-def spill(plan: RunPlan, verdict: Verdict) -> dict:
+def verdict_path(plan: RunPlan, instance_id: str) -> Path:
+    return plan.out_dir / "logs" / instance_id / "verdict.json"
+
+
+def spill(plan: RunPlan, verdict: Verdict) -> Path:
     """The verdict written beside its trace (`logs/<id>/verdict.json`, on the output folder every worker
-    shares); what a scoring task returns is this small reference, so that the flow's task results (which
-    Prefect keeps until the flow ends) do not hold every test row of the run."""
-    path = plan.out_dir / "logs" / verdict.instance_id / "verdict.json"
+    shares), where the flow reads it: a scoring task returns nothing, so that the task results Prefect keeps
+    until the flow ends do not hold every test row of the run."""
+    path = verdict_path(plan, verdict.instance_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".verdict.json.{os.getpid()}.{threading.get_ident()}")
     tmp.write_text(json.dumps(verdict.to_json(), default=str))
     tmp.replace(path)
-    return {"instance_id": verdict.instance_id, "status": str(verdict.status), "path": str(path)}
+    return path
 
 
-def unspill(ref: dict) -> Verdict:
-    return Verdict.from_json(json.loads(Path(ref["path"]).read_text()))
+def unspill(path: Path) -> Verdict:
+    return Verdict.from_json(json.loads(Path(path).read_text()))
 
 
 def progress_line(done: int, total: int, verdict: Verdict, counts) -> str:
