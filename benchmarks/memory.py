@@ -89,6 +89,9 @@ def _census() -> dict[str, tuple[int, int]]:
 
 
 def child(args) -> None:
+    tree = os.environ.get("PBENCH_BENCH_TREE")
+    if tree:  # the compared tree first on the path (_bench put this project there)
+        sys.path.insert(0, tree)
     root = _bench.use_scratch(args.scratch, "memory")
     _bench.ensure_demo_season(root)
     shutil.rmtree(Path(os.environ["PBENCH_CACHE_DIR"]) / "verdicts", ignore_errors=True)
@@ -153,6 +156,9 @@ def child(args) -> None:
         total_b = sum(v[1] for v in last.values()) - sum(v[1] for v in first.values())
         lines.append(f"  all tracked objects: {total_b / per / 1024:.1f} KB per instance (shallow)")
         print("\n".join(lines), file=sys.stderr, flush=True)
+    import tasks_lib
+
+    final["tree"] = str(Path(tasks_lib.__file__).resolve().parent.parent)
     print("RESULT " + json.dumps({"samples": samples, "final": final}), flush=True)
 
 
@@ -206,7 +212,7 @@ def _one_run(args, i: int, name: str, tree: str | None) -> dict:
     ]
     env = dict(os.environ)
     if tree:  # the other tree's flows and tasks_lib first on the path (this file's child code drives both)
-        env["PYTHONPATH"] = tree + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env["PBENCH_BENCH_TREE"] = tree
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if proc.returncode != 0 or line is None:
@@ -218,7 +224,7 @@ def _one_run(args, i: int, name: str, tree: str | None) -> dict:
     res = json.loads(line[len("RESULT ") :])
     res["load"] = _bench.load()
     print(
-        f"run {i + 1} ({name}): {args.instances} instances in {res['final']['seconds']:.0f}s, "
+        f"run {i + 1} ({name}, {res['final']['tree']}): {args.instances} instances in {res['final']['seconds']:.0f}s, "
         f"peak RSS {res['final']['hwm_kb'] / 1024:.0f} MB, load {res['load']:.1f}",
         flush=True,
     )
