@@ -57,7 +57,7 @@ def evaluate_model(
         mirror,
     )
     skipped = runs.missing(plan)
-    todo = [i.instance_id for i in plan.instances if i.instance_id in plan.predictions]
+    todo = runs.schedule(plan)  # longest expected first
     by_id = {i.instance_id: i for i in plan.instances}
     # Rows go to disk as verdicts arrive and only counts stay here: the flow's memory does not grow with the
     # run (docs/performance.md, section 5).

@@ -128,6 +128,20 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "model"
 
 
+def schedule(plan: RunPlan) -> list[str]:
+    """The instances to score, longest expected first (a frontend side starts a backend-serve container, a
+    dev server and a browser: the costliest; then more test files), so that with N workers the last to start
+    is a short one and no worker is left alone at the end with the longest (longest-processing-time first).
+    The rows are written in the plan's order whatever this order is."""
+
+    def cost(inst: TaskInstance) -> tuple[int, int, str]:
+        sides = inst.sides()
+        files = {t.split("::", 1)[0] for side in sides for kind in inst.tests(side) for t in kind}
+        return (-sum(3 if str(side) == "frontend" else 1 for side in sides), -len(files), inst.instance_id)
+
+    return [i.instance_id for i in sorted(plan.instances, key=cost) if i.instance_id in plan.predictions]
+
+
 def missing(plan: RunPlan) -> list[TaskInstance]:
     """The selected instances the predictions say nothing about (scored without a container)."""
     return [i for i in plan.instances if i.instance_id not in plan.predictions]

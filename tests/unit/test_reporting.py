@@ -485,3 +485,30 @@ def test_a_streamed_run_with_no_rows_still_has_the_typed_schema(tmp_path):
     writer.finish(META)
     assert pq.read_table(tmp_path / "results.parquet").schema.equals(reporting.RESULTS_SCHEMA)
     assert pq.read_table(tmp_path / "tests.parquet").num_rows == 0
+
+
+def test_the_run_schedules_the_longest_expected_instances_first():
+    """Longest-processing-time first: a frontend side (backend-serve, dev server, browser) before backend-only
+    ones, more test files before fewer; instances without a prediction are not scheduled."""
+    from tasks_lib.instance import TaskInstance
+    from tasks_lib.runs import RunPlan, schedule
+
+    def inst(iid, backend, frontend):
+        return TaskInstance.of(
+            {
+                "instance_id": iid,
+                "fail_to_pass": {"backend": backend, "frontend": frontend},
+                "pass_to_pass": {"backend": [], "frontend": []},
+            }
+        )
+
+    instances = [
+        inst("small", ["tests/a.py::t"], []),
+        inst("two-files", ["tests/a.py::t", "tests/b.py::t"], []),
+        inst("frontend", [], ["tests/x.spec.ts:1:1 › t"]),
+        inst("fullstack", ["tests/a.py::t"], ["tests/x.spec.ts:1:1 › t"]),
+        inst("unpredicted", ["tests/a.py::t", "tests/b.py::t", "tests/c.py::t"], []),
+    ]
+    preds = {i.instance_id: object() for i in instances if i.instance_id != "unpredicted"}
+    plan = RunPlan("r", "m", "2025-06-01", Path("/nonexistent"), instances, preds)
+    assert schedule(plan) == ["fullstack", "frontend", "two-files", "small"]
