@@ -122,14 +122,15 @@ def _evaluate(
 
 def _answered_from_cache(plan) -> dict | None:
     """A run whose every verdict is already known (a rerun of the same predictions, under any run id) is
-    answered before Prefect starts: no server, no flow run, the same output files (docs/performance.md)."""
+    answered before Prefect starts: no server, no flow run, the same tables and report (docs/performance.md).
+    Not the charts, which the flow draws for its Prefect artifact: drawing them is most of such a command
+    (matplotlib, ~4 s here); `pbench report RUN --chart DIR` draws them from the same results."""
     from tasks_lib import runs
 
     cached = runs.answer_from_cache(plan)
     if cached is None:
         return None
     report = runs.finish_run(plan, cached)
-    runs.write_charts(plan)
     console.print(
         f"{len(cached)} instance(s), every verdict already known (verdict cache): no container, "
         "Prefect not started",

@@ -160,7 +160,7 @@ def test_a_command_whose_verdicts_are_all_cached_never_starts_prefect(gold_run, 
     first = pd.read_parquet(f"{gold_run['out_dir']}/results.parquet")
     assert df["cached"].all() and sorted(df["instance_id"]) == sorted(first["instance_id"])
     assert (df.set_index("instance_id")["status"] == first.set_index("instance_id")["status"]).all()
-    assert os.path.getsize(f"{report['out_dir']}/charts/grid.png") > 0
+    assert not os.path.exists(f"{report['out_dir']}/charts")  # drawn by the flow for its artifact only
 
     instances = _instances()
     preds = tmp_path / "changed.jsonl"
