@@ -88,10 +88,14 @@ def _census() -> dict[str, tuple[int, int]]:
     return {k: (v[0], v[1]) for k, v in out.items()}
 
 
-def child(args) -> None:
+def _use_tree() -> None:
     tree = os.environ.get("PBENCH_BENCH_TREE")
     if tree:  # the compared tree first on the path (_bench put this project there)
         sys.path.insert(0, tree)
+
+
+def child(args) -> None:
+    _use_tree()
     root = _bench.use_scratch(args.scratch, "memory")
     _bench.ensure_demo_season(root)
     shutil.rmtree(Path(os.environ["PBENCH_CACHE_DIR"]) / "verdicts", ignore_errors=True)
@@ -156,9 +160,7 @@ def child(args) -> None:
         total_b = sum(v[1] for v in last.values()) - sum(v[1] for v in first.values())
         lines.append(f"  all tracked objects: {total_b / per / 1024:.1f} KB per instance (shallow)")
         print("\n".join(lines), file=sys.stderr, flush=True)
-    import tasks_lib
-
-    final["tree"] = str(Path(tasks_lib.__file__).resolve().parent.parent)
+    final["tree"] = str(Path(sys.modules["tasks_lib"].__file__).resolve().parent.parent)
     print("RESULT " + json.dumps({"samples": samples, "final": final}), flush=True)
 
 

@@ -171,9 +171,7 @@ def score_instance(
     infra_retries: int = 2,
 ) -> Verdict:
     """The verdict for one (instance, prediction). Never raises for a task-level problem."""
-    job = _Scoring(
-        TaskInstance.of(instance), prediction, source, repo, trace_dir, settings or Settings.from_env()
-    )
+    job = _Scoring.of(instance, prediction, source, repo, trace_dir, settings)
     early = job.before_any_run()
     if early is not None:
         return early
@@ -200,9 +198,7 @@ def cached_verdict(
     refused before any run, or the verdict cached for this content. None when the instance needs a real run
     (a cache miss, an image to build, a tooling probe to run, or trouble of the harness's, which the real run
     retries)."""
-    job = _Scoring(
-        TaskInstance.of(instance), prediction, source, repo, trace_dir, settings or Settings.from_env()
-    )
+    job = _Scoring.of(instance, prediction, source, repo, trace_dir, settings)
     try:
         with images.lookup_only():
             early = job.before_any_run()
@@ -217,6 +213,12 @@ def cached_verdict(
 class _Scoring:
     """One scoring: what is decided before any container (validator, dependency files, static check, image,
     test tooling), then the attempts, then the verdict."""
+
+    @classmethod
+    def of(cls, instance, prediction, source, repo, trace_dir: Path, settings: Settings | None) -> _Scoring:
+        return cls(
+            TaskInstance.of(instance), prediction, source, repo, trace_dir, settings or Settings.from_env()
+        )
 
     def __init__(self, instance: TaskInstance, prediction, source, repo, trace_dir: Path, settings: Settings):
         self.instance, self.prediction, self.source = instance, prediction, source

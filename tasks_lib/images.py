@@ -56,14 +56,12 @@ _LOOKUP_ONLY = contextvars.ContextVar("pbench_images_lookup_only", default=False
 
 
 class NotBuilt(Exception):
-    """Raised under `lookup_only()` where an image would have to be built or a probe container started: the
-    question needs the real run (not an ImageBuildError: nothing failed)."""
+    """Under `lookup_only()`: an image to build or a probe container to start (not an ImageBuildError)."""
 
 
 @contextlib.contextmanager
 def lookup_only():
-    """Images are looked up, never built, in this context (and no probe container starts): what a command
-    asks before deciding whether it needs Prefect and containers at all."""
+    """Images looked up, never built, and no probe container: what a command asks before it needs Prefect."""
     token = _LOOKUP_ONLY.set(True)
     try:
         yield

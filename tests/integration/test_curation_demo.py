@@ -6,6 +6,7 @@ import json
 
 import pandas as pd
 import pytest
+from cli_kit import pbench_without_prefect
 
 from tasks_lib.demo_repo import DEMO_PRS, FLAKY_TEST_ID
 
@@ -105,25 +106,12 @@ def test_a_season_already_up_to_date_is_answered_before_prefect_starts(curated_d
     """`pbench curate` with the inputs of the last completed run finds its fingerprint and untouched outputs:
     with the Prefect API pointed at a closed port (any use of it would fail) it prints the same summary, starts
     no container and leaves every output as it was."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
     from tasks_lib import season_state
 
     out = curated_demo["out"]
     before = season_state._outputs(out)
-    env = {**os.environ, "PREFECT_API_URL": "http://127.0.0.1:9/api"}
     with container_counter() as counted:
-        res = subprocess.run(
-            [sys.executable, "-m", "cli.pbench", "curate", "--season", "demo"],
-            cwd=Path(__file__).resolve().parents[2],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        res = pbench_without_prefect("curate", "--season", "demo")
     assert res.returncode == 0, res.stderr[-3000:]
     assert "up to date" in res.stderr and "Prefect not started" in res.stderr
     assert f"{curated_demo['summary']['instances']} instance(s)" in res.stderr

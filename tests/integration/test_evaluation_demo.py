@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from cli_kit import pbench_without_prefect
 
 from tasks_lib.demo_repo import DEMO_PRS
 
@@ -140,16 +141,10 @@ def test_a_command_whose_verdicts_are_all_cached_never_starts_prefect(gold_run, 
     cache; a run with one changed patch is not answered there, and probing it builds and starts nothing."""
     from tasks_lib import runs
 
-    env = {**os.environ, "PREFECT_API_URL": "http://127.0.0.1:9/api"}
     with container_counter() as counted:
-        res = subprocess.run(
-            [sys.executable, "-m", "cli.pbench", "evaluate", "--predictions", "gold", "--model", "gold"]
-            + ["--model-cutoff", "2025-06-01", "--dataset", "demo", "--run-id", "gold-no-prefect", "--json"],
-            cwd=Path(__file__).resolve().parents[2],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
+        res = pbench_without_prefect(
+            *("evaluate", "--predictions", "gold", "--model", "gold", "--model-cutoff", "2025-06-01"),
+            *("--dataset", "demo", "--run-id", "gold-no-prefect", "--json"),
         )
     assert res.returncode == 0, res.stderr[-3000:]
     assert "Prefect not started" in res.stderr
