@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import posixpath
+import re
 import subprocess
 import tempfile
 from contextlib import contextmanager
@@ -61,9 +63,24 @@ def resolve(repo: Path, rev: str) -> str:
     return git(["--git-dir", str(repo), "rev-parse", "--verify", f"{rev}^{{commit}}"]).stdout.decode().strip()
 
 
+_BLOBS: dict[tuple[str, str, str], bytes] = {}  # (repo, commit sha, path): a commit's files never change
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
 def read_file(repo: Path, commit: str, path: str) -> bytes | None:
+    """The file at `commit`, or None when the commit has no such file (or its mirror lacks the blob). Kept in
+    memory when `commit` is a full sha: one scoring reads the same lock files for every patch chain it checks."""
+    key = (str(repo), commit, path)
+    if key in _BLOBS:
+        return _BLOBS[key]
     proc = git(["--git-dir", str(repo), "show", f"{commit}:{path}"], check=False)
-    return proc.stdout if proc.returncode == 0 else None
+    if proc.returncode != 0:
+        return None
+    if _SHA.fullmatch(commit):
+        if sum(map(len, _BLOBS.values())) > 64 << 20:
+            _BLOBS.clear()
+        _BLOBS[key] = proc.stdout
+    return proc.stdout
 
 
 def archive(repo: Path, commit: str) -> bytes:
@@ -167,6 +184,9 @@ def patched_files(contents: dict[str, bytes | None], patches: list[str]) -> dict
     lock). `--include` restricts git apply to exactly those paths; nothing else is written and nothing
     is executed. A patch that does not apply is skipped here: the run itself reports the apply failure.
     """
+    patches = [text for text in patches if _may_touch(text, contents)]
+    if not patches:
+        return dict(contents)
     with tempfile.TemporaryDirectory(prefix="pbench-deps-") as tmp:
         root = Path(tmp)
         for rel, data in contents.items():
@@ -189,6 +209,21 @@ def patched_files(contents: dict[str, bytes | None], patches: list[str]) -> dict
             f = root / rel
             out[rel] = f.read_bytes() if f.is_file() else None
         return out
+
+
+def _may_touch(patch: str, paths) -> bool:
+    """False only when git apply cannot change any of `paths` with this patch: none of their file names occurs
+    in its text, and no header line quotes a path (git's C-style quoting can spell a name with escapes). A
+    name that is a pattern (--include takes globs) keeps the patch."""
+    if not patch.strip():
+        return False
+    if any(not _PLAIN.fullmatch(rel) or posixpath.basename(rel) in patch for rel in paths):
+        return True
+    return any(line.startswith(_HEADERS) and ('"' in line or "\\" in line) for line in patch.splitlines())
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9._/+-]+")
+_HEADERS = ("diff --git ", "--- ", "+++ ", "rename ", "copy ")
 
 
 # ----------------------------------------------------------------------------- deterministic history
