@@ -38,11 +38,23 @@ def images_list(as_json: bool = typer.Option(False, "--json", help="One JSON obj
 
 
 @images_app.command("usage")
-def images_usage():
+def images_usage(
+    per_image: bool = typer.Option(
+        False, "--images", help="One line per image: tag, parent, disk of its own layers, build time."
+    ),
+):
     """Environment images per source: count, built on a parent (delta), disk of their own layers, build time."""
     from tasks_lib import images
 
-    typer.echo("source\tside\timages\tdelta\tdisk (own layers) MB\tbuild s (ledger)")
+    if per_image:
+        typer.echo("source\tside\ttag\tparent\tsize MB\tadds MB\tbuild s (ledger)\tbuilt at")
+        for r in images.image_rows():
+            typer.echo(
+                f"{r['source']}\t{r['side']}\t{r['tag']}\t{r['parent'] or '-'}\t{r['size_mb']:.0f}\t{r['adds_mb']:.0f}\t"
+                f"{r['build_s']:.0f}\t{r['built_at'] or '-'}"
+            )
+        return
+    typer.echo("source\tside\timages\tdelta\tdisk MB (beyond the base image)\tbuild s (ledger)")
     for row in images.usage():
         typer.echo(
             f"{row['source']}\t{row['side']}\t{row['images']}\t{row['delta']}\t{row['unique_mb']:.0f}\t"

@@ -64,34 +64,66 @@ def ledger(tag: str, key: str, seconds: float, labels: Mapping[str, str]) -> Non
         fh.write(json.dumps(row) + "\n")
 
 
-def usage() -> list[dict]:
-    """Environment images per source: how many, how many built on a parent, build time (this machine's
-    ledger), disk: the sum of what each image adds beyond the layers it shares (Docker's SharedSize)."""
+def image_rows() -> list[dict]:
+    """One row per environment image on this machine: tag, source, side, the parent it was built on (delta),
+    the disk it adds (`adds_mb`: its size minus that of the image whose layers are the longest proper prefix
+    of its own, the delta parent or the base image; summed over a source, the disk of its images with every
+    shared layer counted once) and its build time (this machine's ledger; 0 for an image built before the
+    ledger or on another machine)."""
     client = docker_client.get()
-    seconds: dict[str, float] = {}
+    ledger_rows: dict[str, dict] = {}
     with contextlib.suppress(OSError):
         for line in (paths.cache_dir() / "build-logs" / "builds.jsonl").read_text().splitlines():
             with contextlib.suppress(ValueError):
                 row = json.loads(line)
-                seconds[row["tag"]] = row["seconds"]
-    out: dict[str, dict] = {}
-    for image in client.df().get("Images") or []:
-        labels = image.get("Labels") or {}
-        if KEY_LABEL not in labels or not any(
-            t.startswith(ENV_REPO_PREFIX) for t in image.get("RepoTags") or []
-        ):
+                ledger_rows[row["tag"]] = row
+    every = client.images.list()
+    size_of = {tuple(i.attrs.get("RootFS", {}).get("Layers") or ()): i.attrs.get("Size", 0) for i in every}
+    out = []
+    for image in every:
+        labels = image.labels or {}
+        tags = [t for t in image.tags if t.startswith(ENV_REPO_PREFIX)]
+        if KEY_LABEL not in labels or not tags:
             continue
+        layers = tuple(image.attrs.get("RootFS", {}).get("Layers") or ())
+        below = next((size_of[layers[:n]] for n in range(len(layers) - 1, 0, -1) if layers[:n] in size_of), 0)
         # Images built before these labels: source and side from the tag (pbench/env-<source>-<side>).
-        named, _, side_of_tag = image["RepoTags"][0].split(":")[0][len(ENV_REPO_PREFIX) + 1 :].rpartition("-")
-        source = labels.get(SOURCE_LABEL) or named
-        side = labels.get(SIDE_LABEL) or side_of_tag
+        named, _, side_of_tag = tags[0].split(":")[0][len(ENV_REPO_PREFIX) + 1 :].rpartition("-")
+        built = [ledger_rows[t] for t in tags if t in ledger_rows]
+        out.append(
+            {
+                "tag": tags[0],
+                "source": labels.get(SOURCE_LABEL) or named,
+                "side": labels.get(SIDE_LABEL) or side_of_tag,
+                "parent": labels.get(PARENT_LABEL, ""),
+                "depth": int(labels.get(DEPTH_LABEL, "0") or 0),
+                "size_mb": round(image.attrs.get("Size", 0) / 2**20, 1),
+                "adds_mb": round((image.attrs.get("Size", 0) - below) / 2**20, 1),
+                "build_s": sum(r["seconds"] for r in built),
+                "built_at": built[-1]["at"] if built else "",
+            }
+        )
+    return sorted(out, key=lambda r: (r["source"], r["side"], r["built_at"], r["tag"]))
+
+
+def usage() -> list[dict]:
+    """Environment images per source: how many, how many built on a parent, build time (this machine's
+    ledger), disk: what its images add to the base image, each shared layer counted once (`image_rows`)."""
+    out: dict[str, dict] = {}
+    for image in image_rows():
         row = out.setdefault(
-            f"{source} {side}".strip(),
-            {"source": source, "side": side, "images": 0, "delta": 0, "unique_mb": 0.0, "build_s": 0.0},
+            f"{image['source']} {image['side']}".strip(),
+            {
+                "source": image["source"],
+                "side": image["side"],
+                "images": 0,
+                "delta": 0,
+                "unique_mb": 0.0,
+                "build_s": 0.0,
+            },
         )
         row["images"] += 1
-        row["delta"] += PARENT_LABEL in labels
-        shared = max(image.get("SharedSize") or 0, 0)
-        row["unique_mb"] += round((image.get("Size", 0) - shared) / 2**20, 1)
-        row["build_s"] += sum(seconds.get(t, 0.0) for t in image.get("RepoTags") or [])
+        row["delta"] += bool(image["parent"])
+        row["unique_mb"] += image["adds_mb"]
+        row["build_s"] += image["build_s"]
     return sorted(out.values(), key=lambda r: (r["source"], r["side"]))

@@ -71,6 +71,13 @@ def test_a_new_lock_builds_on_the_nearest_image_and_equals_a_build_from_scratch(
         # `pbench images usage`: per source, the images, those built on a parent, their build time.
         (row,) = [r for r in images.usage() if r["source"] == name]
         assert row["images"] == 2 and row["delta"] == 2 and row["build_s"] > 0 and row["unique_mb"] >= 0
+        # `--images`: each delta image adds to its parent only its own layers, not the parent's.
+        rows = {r["tag"]: r for r in images.image_rows() if r["source"] == name}
+        assert set(rows) == {b.tag, again.tag}
+        assert rows[b.tag]["parent"] == a.tag and rows[again.tag]["parent"] == b.tag
+        for r in rows.values():
+            assert 0 <= r["adds_mb"] < r["size_mb"] and r["build_s"] > 0 and r["built_at"]
+        assert rows[again.tag]["size_mb"] > rows[b.tag]["size_mb"] - 1  # built on b: b's layers and more
     finally:
         for tag in reversed(built):
             client.images.remove(tag, force=True)
