@@ -44,11 +44,11 @@ def images_usage(
     ),
 ):
     """Environment images per source: count, built on a parent (delta), disk of their own layers, build time."""
-    from tasks_lib import images
+    from tasks_lib import image_lineage, images
 
     if per_image:
         typer.echo("source\tside\ttag\tparent\tsize MB\tadds MB\tbuild s (ledger)\tbuilt at")
-        for r in images.image_rows():
+        for r in image_lineage.image_rows():
             typer.echo(
                 f"{r['source']}\t{r['side']}\t{r['tag']}\t{r['parent'] or '-'}\t{r['size_mb']:.0f}\t{r['adds_mb']:.0f}\t"
                 f"{r['build_s']:.0f}\t{r['built_at'] or '-'}"

@@ -44,7 +44,6 @@ from tasks_lib.image_lineage import (  # noqa: F401  (labels and usage re-export
     SIDE_LABEL,
     SOURCE_LABEL,
     delta_parent,
-    image_rows,
     ledger,
     usage,
 )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib import docker_client, images
+from tasks_lib import docker_client, image_lineage, images
 from tasks_lib.sources import load_source_file
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -72,7 +72,7 @@ def test_a_new_lock_builds_on_the_nearest_image_and_equals_a_build_from_scratch(
         (row,) = [r for r in images.usage() if r["source"] == name]
         assert row["images"] == 2 and row["delta"] == 2 and row["build_s"] > 0 and row["unique_mb"] >= 0
         # `--images`: each delta image adds to its parent only its own layers, not the parent's.
-        rows = {r["tag"]: r for r in images.image_rows() if r["source"] == name}
+        rows = {r["tag"]: r for r in image_lineage.image_rows() if r["source"] == name}
         assert set(rows) == {b.tag, again.tag}
         assert rows[b.tag]["parent"] == a.tag and rows[again.tag]["parent"] == b.tag
         for r in rows.values():
