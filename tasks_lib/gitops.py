@@ -194,16 +194,15 @@ def patched_files(contents: dict[str, bytes | None], patches: list[str]) -> dict
                 (root / rel).parent.mkdir(parents=True, exist_ok=True)
                 (root / rel).write_bytes(data)
         includes = [f"--include={rel}" for rel in contents]
-        for text in patches:
-            if text.strip():
-                # Outside any repository git apply acts like patch(1) and refuses paths leaving cwd.
-                git(
-                    ["apply", *includes, "-"],
-                    cwd=root,
-                    input=text.encode(),
-                    check=False,
-                    env={"GIT_CEILING_DIRECTORIES": str(root.parent), "GIT_DIR": str(root / ".nogit")},
-                )
+        for text in patches:  # each non-blank (`_may_touch`)
+            # Outside any repository git apply acts like patch(1) and refuses paths leaving cwd.
+            git(
+                ["apply", *includes, "-"],
+                cwd=root,
+                input=text.encode(),
+                check=False,
+                env={"GIT_CEILING_DIRECTORIES": str(root.parent), "GIT_DIR": str(root / ".nogit")},
+            )
         out: dict[str, bytes | None] = {}
         for rel in contents:
             f = root / rel

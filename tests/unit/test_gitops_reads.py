@@ -24,7 +24,9 @@ def repo(tmp_path):
     run("init", "-q", "-b", "main")
     run("add", ".")
     run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base")
-    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=work, capture_output=True, text=True).stdout.strip()
+    sha = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=work, capture_output=True, text=True
+    ).stdout.strip()
     return work / ".git", sha
 
 
