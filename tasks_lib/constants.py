@@ -12,7 +12,9 @@ HARNESS_VERSION = "0.3.1"
 # Bump when the extraction's rules change (which runs, how labels are drawn) without a verdict changing: part
 # of the extraction cache key only (season_plan.harness_key), so evaluation caches stay.
 # 2: a base run killed before it reports knows no base outcome (only added tests are FAIL_TO_PASS).
-EXTRACTION_VERSION = "2"
+# 3: in a file without base outcomes, the tests the test patch rewrites are FAIL_TO_PASS too, not only those it
+#    adds (fastapi-template #1429: its Playwright tests changed to use the new private API).
+EXTRACTION_VERSION = "3"
 SCHEMA_VERSION = "0.1"
 
 # Every container, network and volume the engine creates carries this label, so leftovers

@@ -114,8 +114,9 @@ class ExtractionResult:
         return cls(**row)
 
 
-def added_tests(source: SourceRecord, repo: Path, base: str, head: str, test_paths: list[str]) -> set[str]:
-    """Test ids (relative to the backend dir) that the PR's test files add, found with `ast`."""
+def changed_tests(source: SourceRecord, repo: Path, base: str, head: str, test_paths: list[str]) -> set[str]:
+    """Test ids (relative to the backend dir) that the PR's test files add or rewrite, found with `ast`
+    (`patches.changed_test_functions`)."""
     prefix = source.backend.prefix
     out: set[str] = set()
     for path in test_paths:
@@ -126,7 +127,7 @@ def added_tests(source: SourceRecord, repo: Path, base: str, head: str, test_pat
             continue
         before = gitops.read_file(repo, base, path)
         rel = path[len(prefix) :]
-        out |= patches.added_test_functions(before.decode() if before else None, after.decode(), rel)
+        out |= patches.changed_test_functions(before.decode() if before else None, after.decode(), rel)
     return out
 
 
@@ -180,11 +181,16 @@ def extract(
             return _done(result, start, log_dir)
         outcomes, collection_errors = runs
         if side == Side.BACKEND:
-            added = added_tests(source, repo, base, head, patches.changed_paths(split.test_patch_backend))
+            changed = changed_tests(source, repo, base, head, patches.changed_paths(split.test_patch_backend))
         else:
-            added = _added_spec_tests(source, split.test_patch_frontend, outcomes["head"])
+            changed = _changed_spec_tests(
+                source, repo, base, head, split.test_patch_frontend, outcomes["head"]
+            )
         labels = grading.extract_labels(
-            outcomes["base"], outcomes["head"], base_collection_errors=collection_errors, added_tests=added
+            outcomes["base"],
+            outcomes["head"],
+            base_collection_errors=collection_errors,
+            changed_tests=changed,
         )
         result.set_labels(side, labels)
     has_f2p = result.backend_fail_to_pass or result.frontend_fail_to_pass
@@ -246,7 +252,7 @@ def _side_runs(source, repo, number, base, log_dir, side, chains, run, result, d
             if not res.suite_ran:
                 # Killed or crashed before any report (e.g. the bug leaks memory until the container's limit):
                 # no test has a base outcome. As for a file that fails to collect, the tests the test patch
-                # adds that pass at head are FAIL_TO_PASS (they cannot have passed before) and the rest are
+                # adds or rewrites that pass at head are FAIL_TO_PASS and the rest are
                 # unknown at base, never FAIL_TO_PASS by default.
                 base_errors |= {grading.file_of(t) for run_ in outcomes["head"] for t in run_}
         if decisive and (when, i) == ("base", 1) and _no_candidate(outcomes["head"][0], res.tests):
@@ -282,18 +288,33 @@ def _why_not(res: engine.RunResult, when: str, name: str) -> tuple[ExtractionSta
     return None
 
 
-def _added_spec_tests(source: SourceRecord, test_patch_frontend: str, head_runs: list[dict]) -> set[str]:
-    """Playwright tests the test patch adds: every test of a spec file the patch creates (a file that failed to
-    load at base has no base outcome; only a file the PR introduces is known to hold only new tests)."""
+def _changed_spec_tests(
+    source: SourceRecord, repo: Path, base: str, head: str, test_patch_frontend: str, head_runs: list[dict]
+) -> set[str]:
+    """Playwright tests (ids of the head runs) that the test patch adds or rewrites: every test of a spec file
+    it creates, and in a file it changes the tests whose text differs (`patches.changed_spec_tests`)."""
     from tasks_lib import playwright_report
 
     prefix = source.frontend.prefix
-    new_files = {
-        fd.new_path[len(prefix) :]
-        for fd in patches.file_diffs(test_patch_frontend)
-        if fd.old_path is None and fd.new_path and fd.new_path.startswith(prefix)
-    }
-    return {t for run in head_runs for t in run if playwright_report.file_of(t) in new_files}
+    by_file: dict[str, list[tuple[str, int]]] = {}
+    for test_id in {t for run in head_runs for t in run}:
+        where = test_id.split(playwright_report.SEPARATOR, 1)[0].rsplit(":", 2)
+        if len(where) == 3 and where[1].isdigit():
+            by_file.setdefault(where[0], []).append((test_id, int(where[1])))
+    out: set[str] = set()
+    for fd in patches.file_diffs(test_patch_frontend):
+        if not (fd.new_path and fd.new_path.startswith(prefix)):
+            continue
+        tests = by_file.get(fd.new_path[len(prefix) :])
+        if not tests:
+            continue
+        after = gitops.read_file(repo, head, fd.new_path)
+        before = gitops.read_file(repo, base, fd.old_path) if fd.old_path else None
+        if after is None:
+            continue
+        text = lambda b: b.decode("utf-8", "replace")  # noqa: E731
+        out |= patches.changed_spec_tests(text(before) if before is not None else None, text(after), tests)
+    return out
 
 
 def _done(result: ExtractionResult, start: float, log_dir: Path) -> ExtractionResult:

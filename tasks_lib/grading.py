@@ -27,7 +27,7 @@ class Labels:
     pass_to_pass: list[str]
     flaky: list[str]
     # Tests whose base outcome is unknown (their file failed to collect at base) and that the test patch
-    # did not add: neither list can honestly hold them.
+    # neither adds nor rewrites: neither list can honestly hold them.
     unknown_at_base: list[str] = field(default_factory=list)
     fallback_used: bool = False
 
@@ -43,18 +43,19 @@ def extract_labels(
     head_runs: Sequence[Mapping[str, Outcome]],
     *,
     base_collection_errors: Iterable[str] = (),
-    added_tests: Iterable[str] = (),
+    changed_tests: Iterable[str] = (),
 ) -> Labels:
     """FAIL_TO_PASS = fail -> pass, PASS_TO_PASS = pass -> pass, over repeated runs of each side.
 
     Any test whose outcome changes between runs of the same side is flaky and excluded from both lists.
     When a test file fails to collect at base, its tests have no base outcome: the fallback keeps those
-    the test patch adds (they cannot have passed before) when they pass at head, and sets the rest aside.
+    the test patch adds or rewrites (`changed_tests`: as written, they cannot run at base) when they pass at
+    head, and sets the rest aside (unchanged tests whose only tie to the PR may be the file's broken import).
     """
     if not head_runs or not base_runs:
         raise ValueError("extraction needs at least one run of each side")
     broken_files = {file_of(e) for e in base_collection_errors}
-    added = {strip_params(t) for t in added_tests}
+    changed = {strip_params(t) for t in changed_tests}
     all_ids = set().union(*head_runs, *base_runs)
     f2p, p2p, flaky, unknown = [], [], [], []
     fallback_used = False
@@ -69,7 +70,7 @@ def extract_labels(
         if base in PASSING_OUTCOMES:
             p2p.append(test_id)
         elif base == MISSING and file_of(test_id) in broken_files:
-            if strip_params(test_id) in added:
+            if strip_params(test_id) in changed:
                 f2p.append(test_id)
                 fallback_used = True
             else:

@@ -394,25 +394,30 @@ def _is_test_class(node: ast.ClassDef) -> bool:
     )
 
 
-def _test_ids(source: str | None, path: str) -> set[str]:
+def _test_nodes(source: str | None, path: str) -> dict[str, str]:
+    """pytest id -> a dump of the test function's AST (no positions, so moving a test changes nothing)."""
     if not source:
-        return set()
+        return {}
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         # A file pytest cannot import yields no tests either; the caller sees none added.
-        return set()
-    found: set[str] = set()
+        return {}
+    found: dict[str, str] = {}
 
     def visit(body: list[ast.stmt], prefix: str) -> None:
         for node in body:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
-                found.add(f"{prefix}::{node.name}")
+                found[f"{prefix}::{node.name}"] = ast.dump(node)
             elif isinstance(node, ast.ClassDef) and _is_test_class(node):
                 visit(node.body, f"{prefix}::{node.name}")
 
     visit(tree.body, path)
     return found
+
+
+def _test_ids(source: str | None, path: str) -> set[str]:
+    return set(_test_nodes(source, path))
 
 
 def added_test_functions(before: str | None, after: str, path: str) -> set[str]:
@@ -421,6 +426,49 @@ def added_test_functions(before: str | None, after: str, path: str) -> set[str]:
     is the file's path relative to the pytest root (e.g. inside the backend dir). A file that
     does not parse defines no tests."""
     return _test_ids(after, path) - _test_ids(before, path)
+
+
+def changed_test_functions(before: str | None, after: str, path: str) -> set[str]:
+    """The added tests (`added_test_functions`) and those whose function the change rewrites: its code
+    (decorators, signature, body; not its position, comments or blank lines) differs between `before` and
+    `after`. A test only moved, or whose file changed elsewhere (imports, fixtures), is not changed."""
+    old = _test_nodes(before, path)
+    return {tid for tid, dump in _test_nodes(after, path).items() if old.get(tid) != dump}
+
+
+_CLOSER = re.compile(r"^\s*[})\]]")
+
+
+def changed_spec_tests(before: str | None, after: str, tests: Iterable[tuple[str, int]]) -> set[str]:
+    """Of `tests` (id, 1-based line of its `test(...)` call in `after`), those the change adds or rewrites: the
+    test's text in `after` (from its line down to the first line that closes it at its own indentation, or to
+    the next test) does not occur, line for line and indentation aside, in `before` (None: a new file, every
+    test is added). A TypeScript/JavaScript spec has no parser here; formatted code closes a test at the
+    indentation it opened."""
+    lines = after.splitlines()
+    starts = sorted({line for _, line in tests})
+    old = "\n" + "\n".join(line.strip() for line in (before or "").splitlines()) + "\n"
+    out = set()
+    for test_id, line in tests:
+        if before is None:
+            out.add(test_id)
+            continue
+        if not 1 <= line <= len(lines):
+            out.add(test_id)  # the id does not fit the file: nothing says it is unchanged
+            continue
+        following = [s for s in starts if s > line]
+        stop = min(following[0] - 1 if following else len(lines), len(lines))
+        indent = len(lines[line - 1]) - len(lines[line - 1].lstrip())
+        end = stop
+        for i in range(line, stop):  # 0-based index i is line i + 1
+            text = lines[i]
+            if text.strip() and len(text) - len(text.lstrip()) <= indent and _CLOSER.match(text):
+                end = i + 1
+                break
+        segment = "\n".join(t.strip() for t in lines[line - 1 : end])
+        if "\n" + segment + "\n" not in old:
+            out.add(test_id)
+    return out
 
 
 def strip_params(test_id: str) -> str:

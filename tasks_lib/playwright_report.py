@@ -84,7 +84,8 @@ RESULT_STATUSES = ("passed", "failed", "timedOut", "skipped", "interrupted")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _GLOBAL_TIMEOUT = re.compile(r"^Timed out waiting [\d.]+m?s for the (?:teardown for )?test suite to run")
 _IMPORTED_FROM = re.compile(r"imported from (/\S+)")
-_SOURCE_PATH = re.compile(r"(/[^\s'\"`()]+\.[cm]?[jt]sx?)\b")
+# An absolute path: not the tail of a relative specifier ('./helper.mjs' holds "/helper.mjs").
+_SOURCE_PATH = re.compile(r"(?<![\w.~-])(/[^\s'\"`()]+\.[cm]?[jt]sx?)\b")
 _ID = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<column>\d+)(?= › |$)")
 
 

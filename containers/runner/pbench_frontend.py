@@ -11,7 +11,10 @@ In order, after the prestart steps:
      environment (no NODE_OPTIONS, no npm configuration, its own HOME and TMPDIR), the harness's config and
      reporters, the JSON report in a stage only that user can write;
   5. when Playwright aborted because spec files failed to load (it has no --continue-on-collection-errors),
-     the first report is kept as playwright-load-errors.json and the run is repeated once without them.
+     the first report is kept as playwright-load-errors.json and the run is repeated once without them. An
+     error that names no file (a missing export is a link error: "The requested module ... does not provide
+     an export named ...", no location, no "imported from") is found by listing each spec file alone
+     (`--list`, which loads but runs nothing; output in probe.log); the kept report then names those files.
 Exit code: Playwright's (0 all passed, 1 a test failed or a file failed to load); 3 when the server never
 answered.
 """
@@ -34,7 +37,9 @@ TOOLS = Path(__file__).parent
 PW_ROOT = Path("/pbench/pw")  # the tool user's: stage (reports), home, tmp
 REPORT = "playwright.json"
 LOAD_ERRORS = "playwright-load-errors.json"
-_SOURCE = re.compile(r"(/[^\s'\"`()]+\.[cm]?[jt]sx?)\b")
+_SOURCE = re.compile(r"(?<![\w.~-])(/[^\s'\"`()]+\.[cm]?[jt]sx?)\b")  # absolute: not the tail of './x.mjs'
+_SPEC_NAME = re.compile(r"\.(?:spec|test|setup)\.[cm]?[jt]sx?$")
+PROBE_LIMIT = 200
 _CLEAN_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "CI", "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS")
 
 
@@ -110,19 +115,79 @@ def load_error_files(report_path: Path) -> list[str]:
             path = match.group(1) if match else None
         if not path:
             path = next((p for p in _SOURCE.findall(text) if "/node_modules/" not in p), None)
-        if not path:
-            return []  # an error not tied to a file (config, "No tests found"): nothing to retry
+        if not path or not Path(path).is_file():
+            return []  # an error not tied to a file of the checkout (config, "No tests found", a link error)
         files.append(path)
     return list(dict.fromkeys(files))
 
 
+def aborted_without_file(report_path: Path) -> bool:
+    """The report shows a run Playwright aborted at load (errors at the top, no test run) and none of its
+    errors is Playwright's "No tests found" (called when `load_error_files` could name no file of the checkout)."""
+    try:
+        report = json.loads(report_path.read_text())
+    except (OSError, ValueError):
+        return False
+    stats = report.get("stats") or {}
+    if any((stats.get(k) or 0) > 0 for k in ("expected", "unexpected", "flaky", "skipped")):
+        return False
+    errors = report.get("errors") or []
+    texts = [f"{e.get('message') or ''}\n{e.get('stack') or ''}" for e in errors]
+    return bool(errors) and not any("No tests found" in t for t in texts)
+
+
+def spec_candidates(frontend: Path) -> list[Path]:
+    """Files under the frontend dir named like tests (`*.spec.*`, `*.test.*`, `*.setup.*`), outside
+    node_modules and dot-folders, at most PROBE_LIMIT: which of them the config runs, Playwright decides."""
+    found = []
+    for root, dirs, files in os.walk(frontend):
+        dirs[:] = sorted(d for d in dirs if d != "node_modules" and not d.startswith("."))
+        found += [Path(root) / f for f in sorted(files) if _SPEC_NAME.search(f)]
+        if len(found) >= PROBE_LIMIT:
+            break
+    return found[:PROBE_LIMIT]
+
+
+def probe_load_errors(cmd: list[str], run, env: dict, probe_dir: Path, out: Path) -> dict[str, str]:
+    """Spec file -> its load error, by listing each candidate alone (`cmd` without the run's selection, and a
+    `/^path$/` filter: exactly that file)."""
+    broken = {}
+    for i, spec in enumerate(spec_candidates(Path(run.workdir))):
+        probe_json = (
+            probe_dir / f"list-{i}.json"
+        )  # the tool user's: root (no DAC_OVERRIDE) reads, never unlinks
+        pattern = "/^" + re.sub(r"([.*+?^${}()|\[\]\\/])", r"\\\1", str(spec)) + "$/"
+        _run_tool([*cmd, "--list", pattern], run, env | {"PBENCH_PW_JSON": str(probe_json)}, out, "probe.log")
+        try:
+            errors = json.loads(probe_json.read_text()).get("errors") or []
+        except (OSError, ValueError):
+            continue
+        texts = [(e.get("message") or "").strip() for e in errors]
+        texts = [t for t in texts if t and "No tests found" not in t]
+        if texts:
+            broken[str(spec)] = texts[0]
+    return broken
+
+
+def named_load_errors(report_path: Path, broken: dict[str, str]) -> bytes:
+    """The aborted report, its errors replaced by one per file found (with `location.file`), so that the
+    report parser names the files; the original errors are kept under `pbenchUnlocatedErrors`."""
+    report = json.loads(report_path.read_text())
+    report["pbenchUnlocatedErrors"] = report.get("errors") or []
+    report["errors"] = [
+        {"message": f"{message} (pbench: found by loading this file alone)", "location": {"file": path}}
+        for path, message in broken.items()
+    ]
+    return json.dumps(report).encode()
+
+
 def _tool_dirs() -> dict[str, Path]:
-    dirs = {name: PW_ROOT / name for name in ("stage", "home", "tmp")}
+    dirs = {name: PW_ROOT / name for name in ("stage", "probe", "home", "tmp")}
     shutil.rmtree(PW_ROOT, ignore_errors=True)
     for name, path in dirs.items():
         path.mkdir(parents=True)
         # The stage stays readable: the runner (root without DAC_OVERRIDE) copies the reports out of it.
-        path.chmod((0o755 if name == "stage" else 0o700) if can_drop_privileges() else 0o777)
+        path.chmod((0o755 if name in ("stage", "probe") else 0o700) if can_drop_privileges() else 0o777)
         if can_drop_privileges():
             os.chown(path, TOOL_UID, TOOL_GID)
     PW_ROOT.chmod(0o755)
@@ -201,15 +266,25 @@ def _playwright(run, fe: dict, out: Path) -> dict:
     )
     env.update({k: v for k, v in fe.get("playwright_env", {}).items()})
     selection = list(job_selection(run.job))
-    cmd = [node, str(cli), "test", "-c", str(TOOLS / "playwright.pbench.config.mjs"), *selection]
+    bare = [node, str(cli), "test", "-c", str(TOOLS / "playwright.pbench.config.mjs")]
+    cmd = [*bare, *selection]
     start = time.monotonic()
     code = _run_tool(cmd, run, env, out)
     runs = 1
     report = dirs["stage"] / REPORT
     if code != 0 and fe.get("continue_on_load_errors", True) and report.exists():
         broken = load_error_files(report)
+        aborted = None
+        if not broken and aborted_without_file(report):
+            found = probe_load_errors(bare, run, env, dirs["probe"], out)
+            if found:
+                aborted, broken = named_load_errors(report, found), list(found)
         if broken:
-            report.rename(dirs["stage"] / LOAD_ERRORS)
+            # The stage is the tool user's (root cannot rename or write there): the aborted report is copied
+            # into /pbench/out now, the second run writes the stage's report again.
+            aborted = aborted if aborted is not None else report.read_bytes()
+            allowed = run.budget.spend(len(aborted), f"report {LOAD_ERRORS}") if run.budget else len(aborted)
+            (out / LOAD_ERRORS).write_bytes(aborted[:allowed])
             with open(out / "test.log", "ab") as fh:
                 fh.write(
                     f"pbench: spec files failed to load; running again without them: {' '.join(broken)}\n".encode()
@@ -227,11 +302,11 @@ def job_selection(job: dict):
         yield canary["select"]
 
 
-def _run_tool(cmd, run, env, out: Path) -> int:
+def _run_tool(cmd, run, env, out: Path, log: str = "test.log") -> int:
     proc = Untrusted(
         cmd,
         run.workdir,
-        out / "test.log",
+        out / log,
         env,
         run.budget,
         uid=TOOL_UID,

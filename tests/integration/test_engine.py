@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tasks_lib import engine, gitops, images, patches
-from tasks_lib.constants import LABEL_OWNER, Outcome, RunStatus
+from tasks_lib.constants import LABEL_OWNER, Outcome, RunStatus, Side
 from tasks_lib.demo_repo import DEMO_PRS
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -232,3 +232,38 @@ def test_prune_goes_by_last_use(demo_source, demo_repo, demo_prs, base_images):
         for t in row["tags"]
     )
     assert images.ensure_env_image(spec).id == ref.id  # still there: it was a dry run
+
+
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        # A link error: Playwright's report names no file (no location, no "imported from").
+        ("import { nope } from './pbench-helper.mjs'\n", "does not provide an export named 'nope'"),
+        # An exception at the top of the file: the report names it.
+        ("throw new Error('broken at load')\n", "broken at load"),
+    ],
+    ids=["missing-export", "throws-at-load"],
+)
+def test_a_spec_file_that_fails_to_load_leaves_the_others_their_outcomes(
+    demo_source, demo_repo, demo_prs, tmp_path, base_images, spec, why
+):
+    """Rule: Playwright aborts the whole run when one spec file fails to load; the runner runs again without
+    the files that failed (found by loading each alone when the error names none), so every other test has
+    its outcome and the broken file is a collection error, named."""
+    base, head = _pr(demo_repo, demo_prs, "frontend_only")
+    patch = _new_file_diff("frontend/tests/pbench-helper.mjs", "export const yes = 1\n") + _new_file_diff(
+        "frontend/tests/broken.spec.js",
+        spec + "import { test } from '@playwright/test'\ntest('x', () => {})\n",
+    )
+    res = _run(
+        demo_source,
+        demo_repo,
+        head,
+        [engine.PatchInput("test_patch", patch)],
+        tmp_path,
+        "run",
+        side=Side.FRONTEND,
+    )
+    assert res.suite_ran and res.collection_errors == ["tests/broken.spec.js"], (res.status, res.error)
+    assert res.tests and all(o == Outcome.PASSED for o in res.tests.values()), res.tests
+    assert why in (tmp_path / "run" / "playwright-load-errors.json").read_text()

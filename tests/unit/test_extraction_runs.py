@@ -102,3 +102,30 @@ def test_a_base_run_killed_before_any_report_knows_no_base_outcome(pr, tmp_path)
     assert result.status == ExtractionStatus.OK and len(seen) == 5
     assert result.backend_fail_to_pass == ["tests/test_items.py::test_two"] and result.fallback_used
     assert result.unknown_at_base == ["tests/test_items.py::test_one"] and result.backend_pass_to_pass == []
+
+
+def test_a_test_the_test_patch_rewrites_is_fail_to_pass_when_its_file_has_no_base_outcome(tmp_path):
+    """Rule (extraction 3): in a file without base outcomes, a test the test patch rewrites (its code differs)
+    is FAIL_TO_PASS like an added one; an untouched test of the same file stays unknown at base
+    (fastapi-template #1429: its Playwright tests rewritten to use the PR's new private API)."""
+    work = tmp_path / "work"
+    (work / "backend/app").mkdir(parents=True)
+    (work / "backend/tests").mkdir(parents=True)
+    (work / "backend/app/items.py").write_text("def n():\n    return 1\n")
+    before = "def test_same():\n    pass\n\ndef test_rewritten():\n    assert True\n"
+    (work / "backend/tests/test_items.py").write_text(before)
+    _git(tmp_path, "init", "-q", str(work))
+    _git(work, "add", "-A")
+    _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "base")
+    base = _git(work, "rev-parse", "HEAD").strip()
+    (work / "backend/app/items.py").write_text("def n():\n    return 2\n")
+    after = "from app.items import n\n\ndef test_same():\n    pass\n\ndef test_rewritten():\n    assert n() == 2\n"
+    (work / "backend/tests/test_items.py").write_text(after)
+    _git(work, "add", "-A")
+    _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "head")
+    head = _git(work, "rev-parse", "HEAD").strip()
+    same, rewritten = "tests/test_items.py::test_same", "tests/test_items.py::test_rewritten"
+    run, _ = _runner({"head": {same: P, rewritten: P}, "base": {}}, base_ran=False)
+    result = extraction.extract(load_source("demo"), work / ".git", 7, base, head, tmp_path / "logs", run=run)
+    assert result.status == ExtractionStatus.OK and result.fallback_used
+    assert result.backend_fail_to_pass == [rewritten] and result.unknown_at_base == [same]

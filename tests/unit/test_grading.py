@@ -151,7 +151,7 @@ def test_collection_error_fallback_keeps_only_tests_the_test_patch_added():
         base,
         head,
         base_collection_errors=[NEW],
-        added_tests=[added_ok, added_fails],
+        changed_tests=[added_ok, added_fails],
     )
     assert got.fail_to_pass == [added_ok]
     assert got.pass_to_pass == [A]
@@ -169,7 +169,7 @@ def test_collection_error_fallback_matches_parametrized_ids_without_their_params
         [{A: P}] * 2,
         [dict.fromkeys([A, *params, other], P)] * 3,
         base_collection_errors=[NEW],
-        added_tests=[f"{NEW}::test_p", f"{NEW}::TestK::test_m"],
+        changed_tests=[f"{NEW}::test_p", f"{NEW}::TestK::test_m"],
     )
     assert got.fail_to_pass == sorted(params)
     assert got.unknown_at_base == [other]
@@ -183,7 +183,7 @@ def test_collection_error_named_by_class_node_id_marks_its_file():
         [{A: P}] * 2,
         [{A: P, test: P}] * 3,
         base_collection_errors=[f"{NEW}::TestK"],
-        added_tests=[],
+        changed_tests=[],
     )
     assert got.unknown_at_base == [test]
     assert got.fail_to_pass == []
@@ -196,7 +196,7 @@ def test_collection_error_in_one_file_does_not_touch_other_files():
         [{A: F}] * 2,
         [{A: P, other_new: P, f"{NEW}::test_x": P}] * 3,
         base_collection_errors=[NEW],
-        added_tests=[],
+        changed_tests=[],
     )
     assert got.fail_to_pass == sorted([A, other_new])
     assert got.unknown_at_base == [f"{NEW}::test_x"]
@@ -210,7 +210,7 @@ def test_fallback_test_collected_at_base_in_only_one_run_is_flaky():
         [{A: P}, {A: P, test: F}],
         [{A: P, test: P}] * 3,
         base_collection_errors=[NEW],
-        added_tests=[test],
+        changed_tests=[test],
     )
     assert got.flaky == [test]
     assert got.fail_to_pass == []
@@ -417,7 +417,7 @@ def test_playwright_ids_use_their_spec_file_for_the_collection_fallback():
     old = "tests/new.spec.js:9:5 › New › was there"
     head = [{added: Outcome.PASSED, old: Outcome.PASSED}] * 3
     base = [{}] * 2
-    labels = extract_labels(base, head, base_collection_errors=["tests/new.spec.js"], added_tests=[added])
+    labels = extract_labels(base, head, base_collection_errors=["tests/new.spec.js"], changed_tests=[added])
     assert labels.fail_to_pass == [added] and labels.unknown_at_base == [old] and labels.fallback_used
 
 

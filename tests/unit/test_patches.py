@@ -18,6 +18,8 @@ from tasks_lib.patches import (
     PatchSplit,
     added_test_functions,
     changed_paths,
+    changed_spec_tests,
+    changed_test_functions,
     file_diffs,
     files_to_diff,
     lock_files_touched,
@@ -309,6 +311,81 @@ def test_a_file_that_does_not_parse_adds_no_tests():
     """Rule: pytest cannot collect a file with a syntax error, so it contributes no test ids."""
     assert added_test_functions(None, "def test_a(:\n", "t.py") == set()
     assert added_test_functions("def test_a(:\n", "def test_a(): pass\n", "t.py") == {"t.py::test_a"}
+
+
+def test_changed_test_functions_are_the_added_and_the_rewritten_tests():
+    """Rule: a test whose code the change rewrites counts with the added ones; one only moved, or whose file
+    changed elsewhere (imports, a fixture), does not."""
+    before = "import a\n\ndef test_same():\n    assert a.x\n\ndef test_body():\n    assert a.x == 1\n"
+    after = (
+        "import a\nimport b\n\n\n# moved below\ndef test_body():\n    assert b.y == 1\n\n"
+        "def test_same():\n    assert a.x  # a comment\n\ndef test_new():\n    pass\n"
+    )
+    assert changed_test_functions(before, after, "t.py") == {"t.py::test_body", "t.py::test_new"}
+    assert changed_test_functions(None, after, "t.py") == {
+        "t.py::test_body",
+        "t.py::test_same",
+        "t.py::test_new",
+    }
+
+
+SPEC_BEFORE = """import { test } from "@playwright/test"
+import { signUp } from "./utils/user"
+
+test("unchanged", async ({ page }) => {
+  await page.goto("/")
+})
+
+test.describe("Edit", () => {
+  test("rewritten", async ({ page }) => {
+    await signUp(page)
+  })
+
+  test("moved only", async ({ page }) => {
+    await page.goto("/x")
+  })
+})
+"""
+
+SPEC_AFTER = """import { test } from "@playwright/test"
+import { createUser } from "./utils/privateApi.ts"
+
+test("unchanged", async ({ page }) => {
+  await page.goto("/")
+})
+
+test.describe("Edit", () => {
+  test.use({ storageState: { cookies: [], origins: [] } })
+
+  test("moved only", async ({ page }) => {
+    await page.goto("/x")
+  })
+
+  test("rewritten", async ({ page }) => {
+    await createUser({ page })
+  })
+
+  test("added", async ({ page }) => {
+    await createUser({ page })
+  })
+})
+"""
+
+
+def test_changed_spec_tests_are_the_tests_whose_text_is_new():
+    """Rule: a Playwright test is changed when its text (its line down to the line closing it at its own
+    indentation) is not in the file before, line for line; imports, a new `test.use` and moving a test
+    elsewhere in the file change no test. A new file: every test is added."""
+    lines = {t: i + 1 for i, line in enumerate(SPEC_AFTER.splitlines()) for t in [line] if "test(" in line}
+    tests = [(f"t.spec.ts:{n}:3 › {line.split(chr(34))[1]}", n) for line, n in lines.items()]
+    ids = {t.split(" › ")[1]: t for t, _ in tests}
+    assert changed_spec_tests(SPEC_BEFORE, SPEC_AFTER, tests) == {ids["rewritten"], ids["added"]}
+    assert changed_spec_tests(None, SPEC_AFTER, tests) == set(ids.values())
+
+
+def test_a_spec_test_whose_line_is_not_in_the_file_counts_as_changed():
+    """Rule: an id whose line lies outside the file cannot be shown unchanged."""
+    assert changed_spec_tests("a\n", "a\n", [("t.spec.ts:9:1 › x", 9)]) == {"t.spec.ts:9:1 › x"}
 
 
 @pytest.mark.parametrize(

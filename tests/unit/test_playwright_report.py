@@ -374,6 +374,9 @@ def test_error_file_rules():
     stack = f"Error: boom\n    at {base}/node_modules/x/y.js:1:1\n    at {base}/tests/c.spec.ts:3:9"
     assert error_file({"message": "Error: boom", "stack": stack}, base) == "tests/c.spec.ts"
     assert error_file({"message": "Error: No tests found"}, base) is None
+    # A relative specifier is no path: "./helper.mjs" does not name /helper.mjs (a link error names no file).
+    link = "SyntaxError: The requested module './helper.mjs' does not provide an export named 'nope'"
+    assert error_file({"message": link, "stack": link}, base) is None
 
 
 def test_unattributable_error_gets_the_generic_id():
