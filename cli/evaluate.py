@@ -75,7 +75,7 @@ def _evaluate(
     dask_address=None,
     dask_workers=None,
 ) -> dict:
-    from tasks_lib import runs
+    from tasks_lib import repos, runs
 
     # Bad input (corpus, predictions, model, cutoff, run folder) is refused before Prefect starts: inside
     # a flow run the refusal would come after a server start-up, logged with a traceback.
@@ -89,7 +89,7 @@ def _evaluate(
         domains=domains,
         tiers=tiers,
         source=source,
-        mirror=str(mirror) if mirror else None,
+        mirror=repos.parse_mirrors(mirror or ()),
     )
     report = _answered_from_cache(plan)
     if report is not None:
@@ -114,7 +114,7 @@ def _evaluate(
                 domains=list(domains),
                 tiers=list(tiers),
                 source=source,
-                mirror=str(mirror) if mirror else None,
+                mirror=plan.mirror,
             )
         finally:
             progress.CALLBACKS.remove(on_verdict)
@@ -172,7 +172,10 @@ def evaluate(
     domain: list[str] = typer.Option([], help="Only these stack domains."),
     tier: list[str] = typer.Option([], help="Only these contamination tiers."),
     source: str | None = typer.Option(None, help="Source record (default: by each instance's repo)."),
-    mirror: Path | None = typer.Option(None, help="Local mirror of the source repository."),
+    mirror: list[str] = typer.Option(
+        [],
+        help="Local mirror of the source repository: PATH, or SOURCE=PATH once per source of the selection.",
+    ),
     dask_address: str | None = typer.Option(
         None, help="Run the fan-out on this Dask scheduler (tcp://host:8786)."
     ),
@@ -234,7 +237,10 @@ def validate(
     dataset: str = typer.Option(DEFAULT_DATASET, help=DATASET_HELP),
     max_workers: int = typer.Option(2, min=1),
     source: str | None = typer.Option(None),
-    mirror: Path | None = typer.Option(None),
+    mirror: list[str] = typer.Option(
+        [],
+        help="Local mirror of the source repository: PATH, or SOURCE=PATH once per source of the selection.",
+    ),
 ):
     """Harness self-test: `gold` must resolve every instance and `empty` none. Exit 1 on any exception."""
     problems = []

@@ -38,7 +38,7 @@ def evaluate_model(
     domains: list[str] | None = None,
     tiers: list[str] | None = None,
     source: str | None = None,
-    mirror: str | None = None,
+    mirror: str | dict[str, str] | None = None,
     max_workers: int = 2,
 ) -> dict:
     """`max_workers` instances at once (each holds one Docker stack), whatever task runner the flow was

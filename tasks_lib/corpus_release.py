@@ -62,6 +62,21 @@ def _total(rows: list[dict], key: str) -> int:
     return sum(len(r[key]["backend"]) + len(r[key]["frontend"]) for r in rows)
 
 
+def _mirror_args(rows: list[dict]) -> str:
+    """` --mirror SOURCE=PATH` per source record of the corpus, when it holds more than one."""
+    from tasks_lib import corpus
+    from tasks_lib.errors import InputError
+
+    def name(row: dict) -> str:
+        try:
+            return corpus.source_for(row).name
+        except InputError:  # no record here: the repository says which
+            return row["repo"]
+
+    names = sorted({name(r) for r in {r["repo"]: r for r in rows}.values()})
+    return "".join(f" --mirror {n}=PATH" for n in names) if len(names) > 1 else ""
+
+
 def card(name: str, rows: list[dict], seasons: list[str]) -> str:
     """The dataset card: what the corpus holds, counted."""
     lines = [
@@ -82,8 +97,11 @@ def card(name: str, rows: list[dict], seasons: list[str]) -> str:
         "",
         "```bash",
         f"pbench list --dataset {name}",
-        f"pbench validate --dataset {name}      # gold resolves every instance, empty none",
+        f"pbench validate --dataset {name}{_mirror_args(rows)}      # gold resolves every instance, empty none",
         "```",
+        "",
+        "Evaluation reads each instance's base commit from a clone of its repository: without network access,"
+        " pass a local mirror with `--mirror PATH` (one source) or `--mirror SOURCE=PATH` per source.",
         "",
         "| | count |",
         "|---|---|",

@@ -4,8 +4,9 @@ URL) and its bare clone in the cache. Above `gitops` (plain git) and the generat
 from __future__ import annotations
 
 import os
+import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from tasks_lib import demo_repo, paths
@@ -34,6 +35,59 @@ def _origin(source: SourceRecord, override: str | Path | None) -> str:
             raise InputError(f"{source.path}: clone.mirror: {mirror} does not exist (pass --mirror PATH)")
         return str(mirror)
     return source.clone.url  # type: ignore[return-value]
+
+
+# What `--mirror` gives an evaluation command: one path (the selection's one source), or one per source name.
+Mirrors = str | Mapping[str, str] | None
+_NAMED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)=(.+)$")
+
+
+def parse_mirrors(values: Sequence[str | Path]) -> Mirrors:
+    """`--mirror` values: none; one PATH; or SOURCE=PATH, repeatable (a corpus of several sources). A value
+    that is an existing path is a path, even with a "=" in it."""
+    values = [str(v) for v in values]
+    if not values:
+        return None
+    named: dict[str, str] = {}
+    bare = []
+    for value in values:
+        match = _NAMED.match(value)
+        if match and not Path(value).exists():
+            if match[1] in named:
+                raise InputError(f"--mirror {value}: source {match[1]!r} given twice")
+            named[match[1]] = match[2]
+        else:
+            bare.append(value)
+    if bare and (named or len(bare) > 1):
+        raise InputError(
+            f"--mirror {bare[0]}: a bare path names the mirror of a one-source selection; with several, "
+            "give each as SOURCE=PATH"
+        )
+    return bare[0] if bare else named
+
+
+def mirror_for(source: SourceRecord, mirrors: Mirrors) -> str | None:
+    """The mirror given for `source` (a bare path applies to whatever source is asked)."""
+    if isinstance(mirrors, Mapping):
+        return mirrors.get(source.name)
+    return mirrors
+
+
+def check_mirrors(mirrors: Mirrors, source_names: Sequence[str]) -> None:
+    """A bare path with instances of several sources, or a SOURCE=PATH naming none of them: an input error."""
+    names = sorted(set(source_names))
+    if isinstance(mirrors, str) and len(names) > 1:
+        raise InputError(
+            f"--mirror {mirrors}: the selection holds instances of {len(names)} sources ({', '.join(names)}): "
+            "give each mirror as SOURCE=PATH"
+        )
+    if isinstance(mirrors, Mapping):
+        unknown = sorted(set(mirrors) - set(names))
+        if unknown:
+            raise InputError(
+                f"--mirror {unknown[0]}=...: no selected instance comes from source {unknown[0]!r} "
+                f"(sources: {', '.join(names)})"
+            )
 
 
 def repo_dir(source: SourceRecord, mirror_override: str | Path | None = None) -> Path:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from tasks_lib import evaluation, gitops, paths
+from tasks_lib import evaluation, gitops, paths, repos
 from tasks_lib.config import Settings
 from tasks_lib.constants import HARNESS_VERSION
 from tasks_lib.evaluation import Verdict
@@ -32,7 +32,7 @@ class RunPlan:
     instances: list[TaskInstance]
     predictions: dict[str, Prediction]
     source_override: str | None = None
-    mirror: str | None = None
+    mirror: str | dict[str, str] | None = None
 
 
 def plan_run(
@@ -45,7 +45,7 @@ def plan_run(
     domains: Sequence[str] = (),
     tiers: Sequence[str] = (),
     source: str | None = None,
-    mirror: str | None = None,
+    mirror: str | dict[str, str] | None = None,
 ) -> RunPlan:
     """Everything checked before a container starts: corpus, predictions, model id and cutoff, run folder."""
     from tasks_lib import corpus, predictions
@@ -56,6 +56,8 @@ def plan_run(
     if not instances:
         raise InputError(f"{dataset}: no instances selected")
     by_id = {i.instance_id: i for i in instances}
+    one_per_repo = {i.repo: i for i in instances}.values()
+    repos.check_mirrors(mirror, [corpus.source_for(i, source).name for i in one_per_repo])
 
     def files_reader(iid: str):
         inst = by_id[iid]

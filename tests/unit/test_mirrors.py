@@ -1,0 +1,47 @@
+"""`--mirror` of the evaluation commands: one path for a one-source selection, SOURCE=PATH for a corpus of
+several sources (data/corpus/v0.2: IBM/mcp-context-forge and the template)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks_lib import repos
+from tasks_lib.errors import InputError
+from tasks_lib.sources import load_source
+
+
+def test_a_bare_path_is_the_mirror_of_any_source(tmp_path):
+    mirrors = repos.parse_mirrors([tmp_path])
+    assert mirrors == str(tmp_path)
+    assert repos.mirror_for(load_source("demo"), mirrors) == str(tmp_path)
+    repos.check_mirrors(mirrors, ["demo", "demo"])
+
+
+def test_named_mirrors_go_to_their_source_only(tmp_path):
+    mirrors = repos.parse_mirrors([f"demo={tmp_path}/a", f"fastapi-template={tmp_path}/b"])
+    assert mirrors == {"demo": f"{tmp_path}/a", "fastapi-template": f"{tmp_path}/b"}
+    assert repos.mirror_for(load_source("demo"), mirrors) == f"{tmp_path}/a"
+    assert repos.mirror_for(load_source("mcp-context-forge"), mirrors) is None
+    repos.check_mirrors(mirrors, ["demo", "fastapi-template", "mcp-context-forge"])
+
+
+def test_an_existing_path_with_an_equals_sign_stays_a_path(tmp_path):
+    odd = tmp_path / "a=b"
+    odd.mkdir()
+    assert repos.parse_mirrors([odd]) == str(odd)
+
+
+@pytest.mark.parametrize(
+    ("values", "sources", "says"),
+    [
+        (["/m/one", "/m/two"], ["demo"], "a bare path names the mirror of a one-source selection"),
+        (["/m/one", "demo=/m/two"], ["demo"], "give each as SOURCE=PATH"),
+        (["demo=/a", "demo=/b"], ["demo"], "source 'demo' given twice"),
+        (["/m/one"], ["demo", "fastapi-template"], "the selection holds instances of 2 sources"),
+        (["nope=/m"], ["demo"], "no selected instance comes from source 'nope'"),
+    ],
+)
+def test_mirrors_that_cannot_be_right_are_input_errors(values, sources, says):
+    """Rule: a bare path with several sources would point one repository's clone at another's mirror."""
+    with pytest.raises(InputError, match=says):
+        repos.check_mirrors(repos.parse_mirrors(values), sources)
