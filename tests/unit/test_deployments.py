@@ -144,6 +144,15 @@ def test_the_flows_thread_pool_keeps_no_record_of_finished_task_runs():
     def noop(i: int) -> None:
         return None
 
+    # Outside a flow, the first task runs of both worker threads would start Prefect's ephemeral server at
+    # once: its start() marks the server running before the process exists, so the second thread finds it
+    # "running" with no process and fails ("Server process did not start"; seen here under load, 2 of 3
+    # runs side by side). A flow starts it in its own thread first; so does this test.
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        client.api_healthcheck()
+
     runner = lean_thread_pool(2)
     with runner:
         futures = [runner.submit(noop, {"i": i}) for i in range(20)]
