@@ -38,7 +38,8 @@ def markdown(out: Path) -> str:
     extraction = _read(out / "extraction.parquet")
     instances, rejected = _read(out / "instances.parquet"), _read(out / "rejected.parquet")
     kept = verdicts[verdicts["kept"]]
-    reasons = Counter(r.split(":", 1)[0] for rs in verdicts["reasons"] for r in rs)
+    # PRs per reason: a PR with two non-task labels counts once under non_task_label.
+    reasons = Counter(kind for rs in verdicts["reasons"] for kind in {r.split(":", 1)[0] for r in rs})
     lines = ["| stage | in | out | kept | detail |", "|---|---|---|---|---|"]
     lines.append(f"| crawl | {len(prs)} | 0 | {len(prs)} | |")
     detail = _counts(reasons)

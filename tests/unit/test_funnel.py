@@ -28,7 +28,13 @@ def test_the_funnel_counts_every_stage_and_lists_every_extracted_pr(tmp_path):
     prs = [_pr(n) for n in (1, 2, 3, 4)]
     write_prs_parquet(prs, tmp_path / "prs.parquet")
     verdicts = [
-        filtering.FilterVerdict(1, False, ("too_small",), 0.1, merged_at=prs[0].merged_at),
+        filtering.FilterVerdict(
+            1,
+            False,
+            ("too_small", "non_task_label:docs", "non_task_label:internal"),
+            0.1,
+            merged_at=prs[0].merged_at,
+        ),
         filtering.FilterVerdict(2, True, (), 0.75, "backend_only", merged_at=prs[1].merged_at),
         filtering.FilterVerdict(3, True, (), 0.75, "backend_only", merged_at=prs[2].merged_at),
         filtering.FilterVerdict(4, True, (), 0.5, "backend_only", merged_at=prs[3].merged_at),
@@ -46,7 +52,8 @@ def test_the_funnel_counts_every_stage_and_lists_every_extracted_pr(tmp_path):
     ]  # fmt: skip
     curation.write_extraction(results, tmp_path)
     text = funnel.markdown(tmp_path)
-    assert "| filter | 4 | 1 | **3** | too_small 1 |" in text
+    # PRs per reason: two non-task labels of one PR count once (the template showed 557 of 558 PRs).
+    assert "| filter | 4 | 1 | **3** | non_task_label 1, too_small 1 |" in text
     assert "| extraction | 2 of 3 | 1 | **1** | no_fail_to_pass 1, ok 1 |" in text
     assert "| #3 | feat: thing 3 \\| pipe | ok | 1 | 2 | 1 | 120 | (not packaged yet) |" in text
     assert (
