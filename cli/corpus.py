@@ -23,6 +23,9 @@ def curate(
     mirror: Path | None = typer.Option(None, help="Local mirror of the source repository."),
     limit: int | None = typer.Option(None, help="Extract at most N PRs (highest priority first)."),
     until: str | None = typer.Option(None, help="Stop after this stage: crawl, filter or distribution."),
+    max_concurrency: int | None = typer.Option(
+        None, help="Extractions at once (default: the season's extraction.max_concurrency)."
+    ),
 ):
     """Run a curation season: crawl, filter, distribution, extraction, packaging, validation, tiering."""
     if prs_file is not None and not prs_file.is_file():
@@ -37,6 +40,8 @@ def curate(
         raise InputError(f"--until: one of {', '.join(OFFLINE_STAGES)}, got {until!r}")
     if limit is not None and limit < 1:
         raise InputError(f"--limit: a positive number of PRs, got {limit}")
+    if max_concurrency is not None and max_concurrency < 1:
+        raise InputError(f"--max-concurrency: a positive number of extractions, got {max_concurrency}")
     summaries = None if until is not None else _up_to_date(season, source, crawl, prs_file, mirror, limit)
     if summaries is not None:
         _print_summaries(summaries)
@@ -61,6 +66,7 @@ def curate(
                 mirror=str(mirror) if mirror else None,
                 limit=limit,
                 until=until,
+                max_concurrency=max_concurrency,
             )
         finally:
             progress.CURATION.remove(on_pr)

@@ -269,5 +269,14 @@ def validate(
 @app.command()
 def demo(max_workers: int = typer.Option(2, min=1)):
     """The main job on the embedded demo source: curation season `demo`, then gold/empty evaluation."""
-    curate(season="demo", source=[], crawl=None, prs_file=None, mirror=None, limit=None, until=None)
+    curate(
+        season="demo",
+        source=[],
+        crawl=None,
+        prs_file=None,
+        mirror=None,
+        limit=None,
+        until=None,
+        max_concurrency=None,
+    )
     validate(dataset="demo", max_workers=max_workers, source=None, mirror=None)

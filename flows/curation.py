@@ -261,7 +261,7 @@ def run_curation(
     **kwargs,
 ) -> dict:
     spec = load_season(season, sources=sources)
-    runner = task_runner(spec.max_concurrency, dask_address, dask_workers)
+    runner = task_runner(kwargs.get("max_concurrency") or spec.max_concurrency, dask_address, dask_workers)
     if dask_address or dask_workers:  # the cluster's size decides
         kwargs["max_concurrency"] = dask_workers or 1_000_000
     return curation_season.with_options(task_runner=runner)(season=season, sources=sources, **kwargs)

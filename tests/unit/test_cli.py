@@ -139,6 +139,7 @@ def test_curate_choices_are_refused_before_prefect_starts(tmp_path):
         (["--until", "filtr"], "--until"),
         (["--crawl", "gitlab"], "--crawl"),
         (["--limit", "0"], "--limit"),
+        (["--max-concurrency", "0"], "--max-concurrency"),
     ):
         res = _pbench("curate", "--season", "demo", *args, env={"PBENCH_OUTPUT_DIR": str(tmp_path)})
         assert res.returncode == 2 and option in res.stderr, res.stderr
