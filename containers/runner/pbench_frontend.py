@@ -39,7 +39,8 @@ REPORT = "playwright.json"
 LOAD_ERRORS = "playwright-load-errors.json"
 _SOURCE = re.compile(r"(?<![\w.~-])(/[^\s'\"`()]+\.[cm]?[jt]sx?)\b")  # absolute: not the tail of './x.mjs'
 _SPEC_NAME = re.compile(r"\.(?:spec|test|setup)\.[cm]?[jt]sx?$")
-PROBE_LIMIT = 200
+PROBE_LIMIT = 100  # files listed one by one at most, and for at most PROBE_BUDGET_S seconds in all
+PROBE_BUDGET_S = 180
 _CLEAN_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "CI", "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS")
 
 
@@ -152,7 +153,15 @@ def probe_load_errors(cmd: list[str], run, env: dict, probe_dir: Path, out: Path
     """Spec file -> its load error, by listing each candidate alone (`cmd` without the run's selection, and a
     `/^path$/` filter: exactly that file)."""
     broken = {}
-    for i, spec in enumerate(spec_candidates(Path(run.workdir))):
+    candidates = spec_candidates(Path(run.workdir))
+    deadline = time.monotonic() + PROBE_BUDGET_S
+    for i, spec in enumerate(candidates):
+        if time.monotonic() > deadline:
+            with open(out / "probe.log", "ab") as fh:
+                fh.write(
+                    f"pbench: probe budget ({PROBE_BUDGET_S}s) spent after {i} of {len(candidates)} files\n".encode()
+                )
+            break
         probe_json = (
             probe_dir / f"list-{i}.json"
         )  # the tool user's: root (no DAC_OVERRIDE) reads, never unlinks
@@ -166,6 +175,8 @@ def probe_load_errors(cmd: list[str], run, env: dict, probe_dir: Path, out: Path
         texts = [t for t in texts if t and "No tests found" not in t]
         if texts:
             broken[str(spec)] = texts[0]
+    if len(broken) > 1 and len(broken) == len(candidates):
+        return {}  # every file fails alone: the error is not theirs (the config, a global setup)
     return broken
 
 
