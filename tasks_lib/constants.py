@@ -14,7 +14,9 @@ HARNESS_VERSION = "0.3.1"
 # 2: a base run killed before it reports knows no base outcome (only added tests are FAIL_TO_PASS).
 # 3: in a file without base outcomes, the tests the test patch rewrites are FAIL_TO_PASS too, not only those it
 #    adds (fastapi-template #1429: its Playwright tests changed to use the new private API).
-EXTRACTION_VERSION = "3"
+# 4: a Playwright test whose signature spans lines (`async ({\n page,\n }) => {`) is compared whole (3 stopped at
+#    its `}) => {` and saw one rewritten #1429 test unchanged).
+EXTRACTION_VERSION = "4"
 SCHEMA_VERSION = "0.1"
 
 # Every container, network and volume the engine creates carries this label, so leftovers

@@ -436,7 +436,9 @@ def changed_test_functions(before: str | None, after: str, path: str) -> set[str
     return {tid for tid, dump in _test_nodes(after, path).items() if old.get(tid) != dump}
 
 
-_CLOSER = re.compile(r"^\s*[})\]]")
+# The line that closes a test call: closing brackets only (`})`, `});`), not `}) => {` of a signature that
+# spans lines (`test("t", async ({\n    page,\n  }) => {`).
+_CLOSER = re.compile(r"^\s*[})\]][\s})\];,]*$")
 
 
 def changed_spec_tests(before: str | None, after: str, tests: Iterable[tuple[str, int]]) -> set[str]:

@@ -341,6 +341,12 @@ test.describe("Edit", () => {
     await signUp(page)
   })
 
+  test("long signature, rewritten", async ({
+    page,
+  }) => {
+    await signUp(page)
+  })
+
   test("moved only", async ({ page }) => {
     await page.goto("/x")
   })
@@ -365,6 +371,12 @@ test.describe("Edit", () => {
     await createUser({ page })
   })
 
+  test("long signature, rewritten", async ({
+    page,
+  }) => {
+    await createUser({ page })
+  })
+
   test("added", async ({ page }) => {
     await createUser({ page })
   })
@@ -375,11 +387,16 @@ test.describe("Edit", () => {
 def test_changed_spec_tests_are_the_tests_whose_text_is_new():
     """Rule: a Playwright test is changed when its text (its line down to the line closing it at its own
     indentation) is not in the file before, line for line; imports, a new `test.use` and moving a test
-    elsewhere in the file change no test. A new file: every test is added."""
+    elsewhere in the file change no test; a signature over several lines is part of the test. A new file: every
+    test is added."""
     lines = {t: i + 1 for i, line in enumerate(SPEC_AFTER.splitlines()) for t in [line] if "test(" in line}
     tests = [(f"t.spec.ts:{n}:3 › {line.split(chr(34))[1]}", n) for line, n in lines.items()]
     ids = {t.split(" › ")[1]: t for t, _ in tests}
-    assert changed_spec_tests(SPEC_BEFORE, SPEC_AFTER, tests) == {ids["rewritten"], ids["added"]}
+    assert changed_spec_tests(SPEC_BEFORE, SPEC_AFTER, tests) == {
+        ids["rewritten"],
+        ids["long signature, rewritten"],  # `}) => {` opens its body, it closes nothing (#1429)
+        ids["added"],
+    }
     assert changed_spec_tests(None, SPEC_AFTER, tests) == set(ids.values())
 
 
