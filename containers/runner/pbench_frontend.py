@@ -162,9 +162,8 @@ def probe_load_errors(cmd: list[str], run, env: dict, probe_dir: Path, out: Path
                     f"pbench: probe budget ({PROBE_BUDGET_S}s) spent after {i} of {len(candidates)} files\n".encode()
                 )
             break
-        probe_json = (
-            probe_dir / f"list-{i}.json"
-        )  # the tool user's: root (no DAC_OVERRIDE) reads, never unlinks
+        # One file per listing: the folder is the tool user's, root (no DAC_OVERRIDE) reads there, never unlinks.
+        probe_json = probe_dir / f"list-{i}.json"
         pattern = "/^" + re.sub(r"([.*+?^${}()|\[\]\\/])", r"\\\1", str(spec)) + "$/"
         _run_tool([*cmd, "--list", pattern], run, env | {"PBENCH_PW_JSON": str(probe_json)}, out, "probe.log")
         try:
