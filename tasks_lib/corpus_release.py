@@ -75,14 +75,10 @@ def _source_or_none(row: dict):
 
 def _mirror_args(rows: list[dict]) -> str:
     """` --mirror SOURCE=PATH` per source record of the corpus, when it holds more than one."""
-    from tasks_lib import corpus
-    from tasks_lib.errors import InputError
 
     def name(row: dict) -> str:
-        try:
-            return corpus.source_for(row).name
-        except InputError:  # no record here: the repository says which
-            return row["repo"]
+        source = _source_or_none(row)
+        return source.name if source is not None else row["repo"]  # no record here: the repository says which
 
     names = sorted({name(r) for r in {r["repo"]: r for r in rows}.values()})
     return "".join(f" --mirror {n}=PATH" for n in names) if len(names) > 1 else ""

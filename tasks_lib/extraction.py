@@ -298,9 +298,9 @@ def _changed_spec_tests(
     prefix = source.frontend.prefix
     by_file: dict[str, list[tuple[str, int]]] = {}
     for test_id in {t for run in head_runs for t in run}:
-        where = test_id.split(playwright_report.SEPARATOR, 1)[0].rsplit(":", 2)
-        if len(where) == 3 and where[1].isdigit():
-            by_file.setdefault(where[0], []).append((test_id, int(where[1])))
+        where = playwright_report.location_of(test_id)
+        if where is not None:
+            by_file.setdefault(where[0], []).append((test_id, where[1]))
     out: set[str] = set()
     for fd in patches.file_diffs(test_patch_frontend):
         if not (fd.new_path and fd.new_path.startswith(prefix)):

@@ -140,6 +140,12 @@ def file_of(test_id: str) -> str:
     return match.group("file") if match else test_id
 
 
+def location_of(test_id: str) -> tuple[str, int] | None:
+    """(spec file, line of the `test(...)` call) of a Playwright test id; None if not one."""
+    match = _ID.match(test_id)
+    return (match.group("file"), int(match.group("line"))) if match else None
+
+
 def is_playwright_id(test_id: str) -> bool:
     return _ID.match(test_id) is not None and SEPARATOR in test_id
 
