@@ -236,13 +236,19 @@ def report(
 def validate(
     dataset: str = typer.Option(DEFAULT_DATASET, help=DATASET_HELP),
     max_workers: int = typer.Option(2, min=1),
-    source: str | None = typer.Option(None),
+    ids: list[str] = typer.Option([], "--id", help="Only these instance ids."),
+    domain: list[str] = typer.Option([], help="Only these stack domains."),
+    tier: list[str] = typer.Option([], help="Only these contamination tiers."),
+    repo: list[str] = typer.Option([], help="Only the instances of these repositories (owner/name)."),
+    source: str | None = typer.Option(None, help="Source record (default: by each instance's repo)."),
     mirror: list[str] = typer.Option(
         [],
         help="Local mirror of the source repository: PATH, or SOURCE=PATH once per source of the selection.",
     ),
 ):
     """Harness self-test: `gold` must resolve every instance and `empty` none. Exit 1 on any exception."""
+    if repo:
+        ids = [*ids, *_ids_of_repos(dataset, repo)]
     problems = []
     for special, want in (("gold", True), ("empty", False)):
         rep = _evaluate(
@@ -252,6 +258,9 @@ def validate(
             "1970-01-01",
             None,
             max_workers,
+            ids,
+            domain,
+            tier,
             source=source,
             mirror=mirror,
         )
@@ -264,6 +273,18 @@ def validate(
         console.print("[red]self-test failed[/red]:\n  " + "\n  ".join(problems), highlight=False)
         raise typer.Exit(1)
     console.print("[green]self-test passed[/green]: gold resolves every instance, empty none")
+
+
+def _ids_of_repos(dataset: str, repos: list[str]) -> list[str]:
+    """The instance ids of a corpus whose repository is one of `repos` (each must have one at least)."""
+    from tasks_lib import corpus
+
+    instances = corpus.load_corpus(dataset)
+    missing = [r for r in repos if not any(i["repo"] == r for i in instances)]
+    if missing:
+        known = sorted({i["repo"] for i in instances})
+        raise InputError(f"--repo: no instance of {missing} in {dataset!r} (its repositories: {known})")
+    return [i["instance_id"] for i in instances if i["repo"] in repos]
 
 
 @app.command()
@@ -279,4 +300,6 @@ def demo(max_workers: int = typer.Option(2, min=1)):
         until=None,
         max_concurrency=None,
     )
-    validate(dataset="demo", max_workers=max_workers, source=None, mirror=None)
+    validate(
+        dataset="demo", max_workers=max_workers, ids=[], domain=[], tier=[], repo=[], source=None, mirror=None
+    )

@@ -152,9 +152,12 @@ def select(
 
 
 def source_for(instance: TaskInstance | dict, override: str | None = None) -> SourceRecord:
-    """The source record whose `repo` is the instance's repository (or the one named by --source)."""
+    """The source record whose `repo` is the instance's repository (or the one named by --source), with the
+    era of the instance's merge date applied: an older-era instance run under an explicit --source gets its
+    era's lock files and layout, as it does when the record is found by repository."""
     if override:
-        return load_source(override)
+        source = load_source(override)
+        return source.for_era(source.era_for(instance.get("created_at")))
     import tomllib
 
     from tasks_lib import paths

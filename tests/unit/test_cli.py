@@ -194,3 +194,20 @@ def test_curate_shows_a_live_bar_per_source_on_a_terminal_only(monkeypatch):
     with corpus_cmd._curation_progress("demo") as on_pr:
         on_pr("demo", result, {"ok": 1}, 6)
     assert plain.getvalue() == ""
+
+
+def test_validate_takes_evaluates_selection_and_refuses_an_unknown_one_before_prefect(tmp_path):
+    """`pbench validate` selects like `evaluate` (--id, --domain, --tier) and by repository (--repo): one
+    source of a corpus of several can be self-tested alone. An id or a repository the corpus does not hold is
+    exit 2 naming it, before a server starts."""
+    env = _season(tmp_path)
+    for args, needle in (
+        (["--repo", "acme/none"], "acme/none"),
+        (["--id", "nope__nope-1"], "nope__nope-1"),
+    ):
+        res = _pbench("validate", "--dataset", "pub", *args, env=env)
+        assert res.returncode == 2 and needle in res.stderr, res.stderr
+        assert "Starting temporary server" not in res.stderr and "Traceback" not in res.stderr
+    assert "fastapi/full-stack-fastapi-template" in _pbench(
+        "validate", "--dataset", "pub", "--repo", "acme/none", env=env
+    ).stderr  # the message lists the corpus's repositories

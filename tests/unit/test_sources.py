@@ -429,3 +429,26 @@ def test_match_any():
     """Rule: a path is a test file when any pattern matches; no patterns match nothing."""
     assert globs.match_any("a/conftest.py", ["*.md", "**/conftest.py"])
     assert not globs.match_any("a/conftest.py", [])
+
+
+@pytest.mark.parametrize("override", [None, "fastapi-template"], ids=["by-repo", "explicit-source"])
+@pytest.mark.parametrize(
+    ("created_at", "era", "lock"),
+    [
+        ("2024-07-31T10:00:00Z", "poetry", "backend/poetry.lock"),
+        ("2024-12-02T10:00:00Z", "uv-backend", "backend/uv.lock"),
+        ("2026-01-22T10:00:00Z", "uv-workspace", "uv.lock"),
+    ],
+)
+def test_an_instance_gets_the_era_of_its_merge_date_with_or_without_an_explicit_source(
+    override, created_at, era, lock
+):
+    """Rule: `--source NAME` names the record, not the era: an older-era instance run under it gets its era's
+    lock files as it does when the record is found by repository (before, the explicit record was taken as
+    it stands, the current era's, and every older instance ended image_build_failed)."""
+    from tasks_lib import corpus
+
+    instance = {"instance_id": "i", "repo": "fastapi/full-stack-fastapi-template", "created_at": created_at}
+    record = corpus.source_for(instance, override)
+    assert record.era == era
+    assert lock in record.backend.lock_files
