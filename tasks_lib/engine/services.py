@@ -48,12 +48,36 @@ def start_services(
     wait=wait_for_postgres,
     pg_image: str | None = None,
 ) -> dict[str, str]:
-    """The source's services on the run's private network (the first one aliased "db"); the environment
+    """The source's services on the run's private network (the first one aliased "db"), ready; the environment
     that tells the tests where they are. `wait` and `pg_image` are for benchmarks comparing variants."""
+    env, ready = launch_services(stack, source, settings, deadline, wait=wait, pg_image=pg_image)
+    ready()
+    return env
+
+
+def launch_services(
+    stack: Stack,
+    source: SourceRecord,
+    settings: Settings,
+    deadline: float,
+    *,
+    wait=wait_for_postgres,
+    pg_image: str | None = None,
+):
+    """The source's services created and started, not yet awaited: (their environment, `ready`), where
+    `ready()` returns once every service answers (ServiceTimeout at the deadline). The engine creates and
+    fills the test container meanwhile and calls `ready()` before any code of the repository starts."""
     env: dict[str, str] = {}
+    started: list = []
     services = source.backend.services
+
+    def ready() -> None:
+        for container, service in started:
+            wait(container, service, deadline)
+        started.clear()  # a second call has nothing left to wait for
+
     if not services:
-        return env
+        return env, ready
     pg_image = pg_image or images.bootstrap(settings)["postgres"].tag
     for i, service in enumerate(services):
         volume = stack.client.volumes.create(name=f"pbench-{stack.run_id}-pg{i}", labels=stack.labels)
@@ -73,9 +97,9 @@ def start_services(
         alias = DB_ALIAS if i == 0 else f"{DB_ALIAS}{i}"
         stack.attach(container, [alias])
         container.start()
-        wait(container, service, deadline)
+        started.append((container, service))
         env.update(service.render_env(alias, 5432))
-    return env
+    return env, ready
 
 
 def wait_for_http(container, port: int, deadline: float) -> None:
