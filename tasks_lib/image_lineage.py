@@ -66,10 +66,16 @@ def ledger(tag: str, key: str, seconds: float, labels: Mapping[str, str]) -> Non
 
 def image_rows() -> list[dict]:
     """One row per environment image on this machine: tag, source, side, the parent it was built on (delta),
-    the disk it adds (`adds_mb`: its size minus that of the image whose layers are the longest proper prefix
-    of its own, the delta parent or the base image; summed over a source, the disk of its images with every
-    shared layer counted once) and its build time (this machine's ledger; 0 for an image built before the
-    ledger or on another machine)."""
+    the disk it adds (`adds_mb`) and its build time (this machine's ledger; 0 for an image built before the
+    ledger or on another machine).
+
+    `adds_mb` is the image's size beyond the longest run of leading layers it shares with an image of its
+    source and side counted before it (in build order) or with an image the harness bootstraps (base,
+    Postgres): a delta image adds its own layers, and so does each sibling built FROM the same toolchain
+    stage (frontend images: Debian's Chromium and Node once, each lock's dependencies per image). Summed over
+    a source and side it is the disk of its images with every shared layer counted once. The size of a shared
+    run of layers is that of the image (intermediate ones of the legacy builder included) whose layers are
+    exactly that run; where none is left, the longest shorter run that has one (counts more, never less)."""
     client = docker_client.get()
     ledger_rows: dict[str, dict] = {}
     with contextlib.suppress(OSError):
@@ -77,33 +83,52 @@ def image_rows() -> list[dict]:
             with contextlib.suppress(ValueError):
                 row = json.loads(line)
                 ledger_rows[row["tag"]] = row
-    every = client.images.list()
-    size_of = {tuple(i.attrs.get("RootFS", {}).get("Layers") or ()): i.attrs.get("Size", 0) for i in every}
-    out = []
+    every = client.images.list(all=True)
+    size_of = {_layers(i): i.attrs.get("Size", 0) for i in every}
+    harness = [_layers(i) for i in every if i.tags and not any(t.startswith(ENV_REPO_PREFIX) for t in i.tags)]
+    rows = []
     for image in every:
         labels = image.labels or {}
         tags = [t for t in image.tags if t.startswith(ENV_REPO_PREFIX)]
         if KEY_LABEL not in labels or not tags:
             continue
-        layers = tuple(image.attrs.get("RootFS", {}).get("Layers") or ())
-        below = next((size_of[layers[:n]] for n in range(len(layers) - 1, 0, -1) if layers[:n] in size_of), 0)
         # Images built before these labels: source and side from the tag (pbench/env-<source>-<side>).
         named, _, side_of_tag = tags[0].split(":")[0][len(ENV_REPO_PREFIX) + 1 :].rpartition("-")
         built = [ledger_rows[t] for t in tags if t in ledger_rows]
-        out.append(
-            {
-                "tag": tags[0],
-                "source": labels.get(SOURCE_LABEL) or named,
-                "side": labels.get(SIDE_LABEL) or side_of_tag,
-                "parent": labels.get(PARENT_LABEL, ""),
-                "depth": int(labels.get(DEPTH_LABEL, "0") or 0),
-                "size_mb": round(image.attrs.get("Size", 0) / 2**20, 1),
-                "adds_mb": round((image.attrs.get("Size", 0) - below) / 2**20, 1),
-                "build_s": sum(r["seconds"] for r in built),
-                "built_at": built[-1]["at"] if built else "",
-            }
-        )
-    return sorted(out, key=lambda r: (r["source"], r["side"], r["built_at"], r["tag"]))
+        row = {
+            "tag": tags[0],
+            "source": labels.get(SOURCE_LABEL) or named,
+            "side": labels.get(SIDE_LABEL) or side_of_tag,
+            "parent": labels.get(PARENT_LABEL, ""),
+            "depth": int(labels.get(DEPTH_LABEL, "0") or 0),
+            "size_mb": round(image.attrs.get("Size", 0) / 2**20, 1),
+            "build_s": sum(r["seconds"] for r in built),
+            "built_at": built[-1]["at"] if built else "",
+        }
+        rows.append((row, image.attrs.get("Created", ""), _layers(image), image.attrs.get("Size", 0)))
+    rows.sort(key=lambda r: (r[0]["source"], r[0]["side"], r[0]["built_at"] or r[1], r[0]["tag"]))
+    counted: dict[tuple[str, str], list[tuple[str, ...]]] = {}
+    for row, _, layers, size in rows:
+        seen = counted.setdefault((row["source"], row["side"]), list(harness))
+        shared = max((_common(layers, other) for other in seen), default=0)
+        below = next((size_of[layers[:n]] for n in range(shared, 0, -1) if layers[:n] in size_of), 0)
+        row["adds_mb"] = round((size - below) / 2**20, 1)
+        seen.append(layers)
+    return [row for row, *_ in rows]
+
+
+def _layers(image) -> tuple[str, ...]:
+    return tuple(image.attrs.get("RootFS", {}).get("Layers") or ())
+
+
+def _common(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    """How many leading layers two images share (a proper prefix of `a` at most)."""
+    n = 0
+    for x, y in zip(a[:-1], b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def usage() -> list[dict]:
