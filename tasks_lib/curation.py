@@ -266,9 +266,12 @@ def export_dataset(season: Season, out: Path) -> Path:
         json.loads(line) for line in (out / "instances.jsonl").read_text().splitlines() if line.strip()
     ]
     table = pq.read_table(out / "instances.parquet")
-    ds = datasets.Dataset(table) if instances else datasets.Dataset.from_list([])
     hf_dir = out / "hf"
-    datasets.DatasetDict({"test": ds}).save_to_disk(str(hf_dir))
+    # A season without a valid instance keeps its columns, in one shard: `datasets` cannot load a split saved
+    # in none.
+    datasets.DatasetDict({"test": datasets.Dataset(table)}).save_to_disk(
+        str(hf_dir), num_shards=None if instances else {"test": 1}
+    )
     # The same instances as flat SWE-bench records: the card's `swebench` config.
     from tasks_lib import swebench
 

@@ -120,9 +120,11 @@ def write(instances: Iterable[Mapping], out: Path) -> Path:
         return out
     import datasets
 
-    datasets.DatasetDict({"test": datasets.Dataset.from_list(rows, features=features())}).save_to_disk(
-        str(out)
-    )
+    feats = features()
+    # No row (a season without a valid instance): the columns all the same, and one shard, since `datasets`
+    # cannot load a split saved in none.
+    table = datasets.Dataset.from_dict({name: [r[name] for r in rows] for name in feats}, features=feats)
+    datasets.DatasetDict({"test": table}).save_to_disk(str(out), num_shards=None if rows else {"test": 1})
     return out
 
 

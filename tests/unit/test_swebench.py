@@ -86,3 +86,23 @@ def test_a_malformed_flat_list_names_the_instance_and_field(tmp_path):
     with pytest.raises(InputError) as err:
         corpus.load_corpus(str(path))
     assert "FAIL_TO_PASS" in str(err.value) and row["instance_id"] in str(err.value)
+
+
+def test_a_season_without_a_valid_instance_exports_loadable_empty_datasets(tmp_path):
+    """Rule: packaging a season in which no PR made an instance (every one no_fail_to_pass, say) writes its
+    exports, empty but with their columns, and `datasets` loads them: before, the SWE-bench copy raised
+    "Keys mismatch" (the curation ended exit 2 after its extractions) and the `hf` copy was saved in no shard,
+    which `load_from_disk` cannot read."""
+    import datasets
+
+    from tasks_lib import curation, season
+
+    flat = datasets.load_from_disk(str(swebench.write([], tmp_path / "hf-flat")))["test"]
+    assert flat.num_rows == 0 and set(swebench.SWEBENCH_FIELDS) <= set(flat.column_names)
+    out = tmp_path / "season"
+    out.mkdir()
+    curation.write_instances([], out)
+    hf = curation.export_dataset(season.load_season("demo"), out)
+    ds = datasets.load_from_disk(str(hf))["test"]
+    assert ds.num_rows == 0 and {"instance_id", "fail_to_pass", "pass_to_pass"} <= set(ds.column_names)
+    assert datasets.load_from_disk(str(hf / "swebench"))["test"].num_rows == 0
