@@ -40,17 +40,11 @@ def wait_for_postgres(container, service, deadline: float) -> None:
 
 
 def start_services(
-    stack: Stack,
-    source: SourceRecord,
-    settings: Settings,
-    deadline: float,
-    *,
-    wait=wait_for_postgres,
-    pg_image: str | None = None,
+    stack: Stack, source: SourceRecord, settings: Settings, deadline: float, **options
 ) -> dict[str, str]:
-    """The source's services on the run's private network (the first one aliased "db"), ready; the environment
-    that tells the tests where they are. `wait` and `pg_image` are for benchmarks comparing variants."""
-    env, ready = launch_services(stack, source, settings, deadline, wait=wait, pg_image=pg_image)
+    """`launch_services`, then wait until every service answers: the environment that tells the tests where
+    they are. `options` (`wait`, `pg_image`) are for benchmarks comparing variants."""
+    env, ready = launch_services(stack, source, settings, deadline, **options)
     ready()
     return env
 
@@ -64,9 +58,10 @@ def launch_services(
     wait=wait_for_postgres,
     pg_image: str | None = None,
 ):
-    """The source's services created and started, not yet awaited: (their environment, `ready`), where
-    `ready()` returns once every service answers (ServiceTimeout at the deadline). The engine creates and
-    fills the test container meanwhile and calls `ready()` before any code of the repository starts."""
+    """The source's services on the run's private network (the first one aliased "db"), created and started,
+    not yet awaited: (their environment, `ready`), where `ready()` returns once every service answers
+    (ServiceTimeout at the deadline). The engine creates and fills the test container meanwhile and calls
+    `ready()` before any code of the repository starts."""
     env: dict[str, str] = {}
     started: list = []
     services = source.backend.services

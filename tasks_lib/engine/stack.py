@@ -92,14 +92,10 @@ class Stack:
     def close(self) -> None:
         """Containers removed side by side (each removal is a kill and a wait in the daemon), then the
         volumes they used, then the network."""
-        if len(self.containers) > 1:
-            from concurrent.futures import ThreadPoolExecutor
+        from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(len(self.containers), thread_name_prefix="pbench-close") as pool:
-                list(pool.map(_remove_container, reversed(self.containers)))
-        else:
-            for c in self.containers:
-                _remove_container(c)
+        with ThreadPoolExecutor(max(1, len(self.containers)), thread_name_prefix="pbench-close") as pool:
+            list(pool.map(_remove_container, self.containers))
         for v in self.volumes:
             remove(f"volume {v.name}", lambda v=v: v.remove(force=True))
         if self.network is not None:
