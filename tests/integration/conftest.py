@@ -41,8 +41,11 @@ class ContainerCounter:
         self.client = client
 
     def __enter__(self):
-        self.since = int(time.time())
-        time.sleep(1)  # events are second-resolution: keep earlier work out of the window
+        # Events are second-resolution and `since` is inclusive: the window opens at the next whole second, after
+        # a settle, so a create sent just before (a killed process's request still in the daemon) stays out of it.
+        time.sleep(1)
+        self.since = int(time.time()) + 1
+        time.sleep(self.since - time.time() + 0.05)
         return self
 
     def __exit__(self, *exc):

@@ -216,17 +216,18 @@ def test_flow_process_killed_after_the_first_verdict_resumes(curated_demo, fresh
     out_dir = paths.runs_dir() / run_id
     assert (out_dir / "run.json").exists() and not (out_dir / "results.parquet").exists()
 
-    with container_counter() as counted:
-        again = subprocess.run(
-            cmd, cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=900
-        )
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    df = _assert_one_row_per_instance(out_dir, ids)
-    assert df["resolved"].all() and not df["infra_failure"].any()
-    assert set(df.index[df["cached"]]) == persisted
-    assert len(counted.created) == 2, counted.created  # database + tests of the unscored instance only
-
-    res = subprocess.run(_cli("cleanup"), cwd=ROOT, env=dict(os.environ), capture_output=True, text=True)
+    try:
+        with container_counter() as counted:
+            again = subprocess.run(
+                cmd, cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=900
+            )
+        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+        df = _assert_one_row_per_instance(out_dir, ids)
+        assert df["resolved"].all() and not df["infra_failure"].any()
+        assert set(df.index[df["cached"]]) == persisted
+        assert len(counted.created) == 2, counted.created  # database + tests of the unscored instance only
+    finally:  # the killed run's containers go whatever happened above: later tests count theirs
+        res = subprocess.run(_cli("cleanup"), cwd=ROOT, env=dict(os.environ), capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     client = docker.from_env(timeout=60)
     try:
@@ -252,12 +253,16 @@ def test_sigterm_stops_a_threaded_evaluation_within_seconds(curated_demo, fresh_
     )  # fmt: skip
     client = docker.from_env(timeout=60)
     log = tmp_path / "sigterm.log"
+    # Another test's leftovers are not this run's: only containers made after the start count.
+    before = {c.name for c in client.containers.list(all=True, filters=_owner_filter())}
     try:
         with open(log, "w") as out:
             proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ), stdout=out, stderr=subprocess.STDOUT)
             deadline = time.monotonic() + 600
             while not [
-                c for c in client.containers.list(filters=_owner_filter()) if c.name.endswith("-tests")
+                c
+                for c in client.containers.list(filters=_owner_filter())
+                if c.name.endswith("-tests") and c.name not in before
             ]:
                 assert proc.poll() is None, log.read_text()[-3000:]
                 assert time.monotonic() < deadline, "no test container ran in 600 s"
@@ -270,7 +275,9 @@ def test_sigterm_stops_a_threaded_evaluation_within_seconds(curated_demo, fresh_
         assert rc == 130, log.read_text()[-3000:]
         assert took < 30, f"exited {took:.1f} s after SIGTERM"
         time.sleep(2)
-        left = [c.name for c in client.containers.list(all=True, filters=_owner_filter())]
+        left = [
+            c.name for c in client.containers.list(all=True, filters=_owner_filter()) if c.name not in before
+        ]
         assert left == [], left
     finally:
         subprocess.run(_cli("cleanup"), cwd=ROOT, env=dict(os.environ), capture_output=True)
