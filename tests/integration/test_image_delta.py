@@ -39,6 +39,21 @@ def _freeze(tag: str) -> list[str]:
     return out.decode().split()
 
 
+UNCOMPILED = (
+    "import importlib.util, pathlib, sysconfig\n"
+    "site = pathlib.Path(sysconfig.get_paths()['purelib'])\n"
+    "print(*sorted(str(p.relative_to(site)) for p in site.rglob('*.py')\n"
+    "             if not pathlib.Path(importlib.util.cache_from_source(str(p))).exists()))"
+)
+
+
+def _uncompiled(tag: str) -> list[str]:
+    """Modules of the image's environment without bytecode: the tests run with PYTHONDONTWRITEBYTECODE, so each
+    of them would be compiled again by every Python process of every run."""
+    out = docker_client.get().containers.run(tag, ["/opt/venv/bin/python", "-c", UNCOMPILED], remove=True)
+    return out.decode().split()
+
+
 def test_a_new_lock_builds_on_the_nearest_image_and_equals_a_build_from_scratch(tmp_path, base_images):
     client = docker_client.get()
     name = f"delta{uuid.uuid4().hex[:8]}"  # a source of its own: no image of an earlier run is near it
@@ -54,6 +69,8 @@ def test_a_new_lock_builds_on_the_nearest_image_and_equals_a_build_from_scratch(
         assert b.built and labels[images.PARENT_LABEL] == a.tag and labels[images.DEPTH_LABEL] == "1"
         delta_b = _freeze(b.tag)
         assert delta_b == ["certifi==2024.8.30", "idna==3.7", "six==1.16.0"]
+        # uv installs no bytecode; the image ships it, the delta's new packages included.
+        assert _uncompiled(a.tag) == [] and _uncompiled(b.tag) == []
         # The same lock from scratch (another source name, same recipe otherwise): the same packages.
         scratch = images.ensure_env_image(
             images.backend_env_spec(_source(tmp_path, name + "s"), _contents("b"))
