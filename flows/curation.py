@@ -17,7 +17,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.logging import get_run_logger
 
 from flows import artifacts
-from flows.runners import lean_thread_pool, task_runner, windowed
+from flows.runners import lean_thread_pool, task_runner, windowed, without_heartbeats
 from tasks_lib import (
     curation,
     extraction,
@@ -264,4 +264,5 @@ def run_curation(
     runner = task_runner(kwargs.get("max_concurrency") or spec.max_concurrency, dask_address, dask_workers)
     if dask_address or dask_workers:  # the cluster's size decides
         kwargs["max_concurrency"] = dask_workers or 1_000_000
-    return curation_season.with_options(task_runner=runner)(season=season, sources=sources, **kwargs)
+    with without_heartbeats():
+        return curation_season.with_options(task_runner=runner)(season=season, sources=sources, **kwargs)

@@ -14,7 +14,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
 from flows import artifacts
-from flows.runners import lean_thread_pool, task_runner, windowed
+from flows.runners import lean_thread_pool, task_runner, windowed, without_heartbeats
 from tasks_lib import evaluation, progress, runs, stopping
 
 
@@ -123,4 +123,5 @@ def run_evaluation(
     runner = task_runner(max_workers, dask_address, dask_workers)
     if dask_address or dask_workers:  # the cluster's size decides
         max_workers = dask_workers or 1_000_000
-    return evaluate_model.with_options(task_runner=runner)(max_workers=max_workers, **kwargs)
+    with without_heartbeats():
+        return evaluate_model.with_options(task_runner=runner)(max_workers=max_workers, **kwargs)

@@ -8,6 +8,7 @@ reach (a shared path). Image builds and verdict caches stay per machine: image i
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -31,6 +32,19 @@ def task_runner(max_workers: int = 2, dask_address: str | None = None, dask_work
             }
         )
     return lean_thread_pool(max_workers)
+
+
+@contextmanager
+def without_heartbeats() -> Iterator[None]:
+    """A flow called in this process (the CLI, a benchmark) sends no heartbeats. Prefect's heartbeat thread
+    emits an event when the flow starts, then sleeps in 1-second steps, and the flow's end joins it: 0-1 s at the
+    end of every flow, ~0.65 s per flow in all on this machine (docs/performance.md, section 10). Heartbeats let
+    a server's automations call a silent flow run crashed; an in-process run's ephemeral server ends with the
+    process, and its user sees a crash. Runs started by a worker from a deployment keep Prefect's setting."""
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        yield
 
 
 def lean_thread_pool(max_workers: int = 2) -> LeanThreadPoolTaskRunner:
