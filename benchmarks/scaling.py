@@ -87,6 +87,24 @@ def main() -> None:
                 f"run {i + 1}, {workers} worker(s): {secs:.1f}s, {busy:.2f} cores busy, load {loads[-1]:.1f}",
                 flush=True,
             )
+    report(times, cores, loads, args.runner)
+    _bench.save_json(
+        args.json,
+        {
+            "runs": args.runs,
+            "runner": args.runner,
+            "times": times,
+            "busy_cores": cores,
+            "cpus": os.cpu_count() or 1,
+            "loads": loads,
+        },
+    )
+
+
+def report(
+    times: dict[int, list[float]], cores: dict[int, list[float]], loads: list[float], runner: str
+) -> None:
+    """The table, the speed-up and the bound the 1-worker runs' CPU puts on it."""
     ratios = [a / b for a, b in zip(times[1], times[2], strict=True)]
     print()
     print(
@@ -94,7 +112,7 @@ def main() -> None:
             ["configuration", "median s", "runs", "busy cores (median)"],
             [
                 [
-                    f"{w} worker(s), {args.runner}",
+                    f"{w} worker(s), {runner}",
                     _bench.median(t),
                     _bench.runs_text(t, "{:.1f}"),
                     _bench.median(cores[w]),
@@ -111,17 +129,6 @@ def main() -> None:
     bound = ncpu / _bench.median(cores[1])
     print(
         f"bound from the 1-worker runs' CPU: at most {bound:.2f}x on {ncpu} cores ({ncpu} / {_bench.median(cores[1]):.2f})"
-    )
-    _bench.save_json(
-        args.json,
-        {
-            "runs": args.runs,
-            "runner": args.runner,
-            "times": times,
-            "busy_cores": cores,
-            "cpus": ncpu,
-            "loads": loads,
-        },
     )
 
 

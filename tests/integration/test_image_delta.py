@@ -33,10 +33,15 @@ def _contents(which: str) -> dict[str, bytes]:
 LIST = "import importlib.metadata as m; print(*sorted(f'{d.name}=={d.version}' for d in m.distributions()))"
 
 
+def _in_env(tag: str, code: str) -> list[str]:
+    """What `code`, run by the image's environment Python, prints, as words."""
+    out = docker_client.get().containers.run(tag, ["/opt/venv/bin/python", "-c", code], remove=True)
+    return out.decode().split()
+
+
 def _freeze(tag: str) -> list[str]:
     """The distributions of the image's environment (uv's venv has no pip)."""
-    out = docker_client.get().containers.run(tag, ["/opt/venv/bin/python", "-c", LIST], remove=True)
-    return out.decode().split()
+    return _in_env(tag, LIST)
 
 
 UNCOMPILED = (
@@ -50,8 +55,7 @@ UNCOMPILED = (
 def _uncompiled(tag: str) -> list[str]:
     """Modules of the image's environment without bytecode: the tests run with PYTHONDONTWRITEBYTECODE, so each
     of them would be compiled again by every Python process of every run."""
-    out = docker_client.get().containers.run(tag, ["/opt/venv/bin/python", "-c", UNCOMPILED], remove=True)
-    return out.decode().split()
+    return _in_env(tag, UNCOMPILED)
 
 
 def test_a_new_lock_builds_on_the_nearest_image_and_equals_a_build_from_scratch(tmp_path, base_images):
