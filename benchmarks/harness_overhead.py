@@ -46,6 +46,7 @@ RUN_KEYS = (
     "copy_s",
     "snapshot_s",
     "patch_s",
+    "gate_wait_s",
     "prestart_s",
     "test_s",
 )
@@ -89,7 +90,13 @@ class BareSide:
 
         stack, source, inst = self.stack, self.source, self.instance
         request = engine.RunRequest(
-            source, self.repo, inst["base_commit"], Path("/nonexistent"), self.chain, self.selection, self.side
+            source,
+            self.repo,
+            inst["base_commit"],
+            Path("/nonexistent"),
+            self.chain,
+            self.selection,
+            self.side,
         )
         backend_image, image, _ = engine.env_images(request, self.settings)
         deadline = time.monotonic() + 600
@@ -102,10 +109,15 @@ class BareSide:
             job, _ = engine.jobs.backend_job(request)
         else:
             server = stack.sandbox(
-                backend_image.tag, "backend", engine.jobs.backend_env(source, service_env), self.settings, ["backend"]
+                backend_image.tag,
+                "backend",
+                engine.jobs.backend_env(source, service_env),
+                self.settings,
+                ["backend"],
             )
             server.put_archive("/work/repo", snapshot)
-            server.put_archive("/pbench", engine.jobs.archive(request, engine.jobs.serve_job(request), False))
+            serve = engine.jobs.serve_job(request) | {"await_gate": False}  # the services answer already
+            server.put_archive("/pbench", engine.jobs.archive(request, serve, False))
             server.start()
             engine.services.wait_for_http(server, backend.serve_port, deadline)
             selection = playwright_report.selection_args(self.selection)
@@ -114,6 +126,7 @@ class BareSide:
             env = engine.jobs.frontend_env(source)
             self.frontend = job["frontend"]
         job["canaries"] = []  # the bare command is the repository's tests alone
+        job["await_gate"] = False
         # The sandbox's limits, but an idle main process as PID 1 that reaps orphans (a zombie Vite would hold
         # Vite's per-project lock): kill(-1), the runner's "kill everything the test user left", spares PID 1,
         # so the container stays up for the timed execs.
@@ -146,9 +159,15 @@ class BareSide:
             # launcher, the guards and the canaries are harness overhead.
             args = result["test"]["command"]
             rest = args[args.index("/pbench/tools/pbench_pytest.py") + 1 :]
-            self.command = ["python", "-m", "pytest", *[
-                "--junitxml=/tmp/pbench-home/bare-junit.xml" if a.startswith("--junitxml=") else a for a in rest
-            ]]
+            self.command = [
+                "python",
+                "-m",
+                "pytest",
+                *[
+                    "--junitxml=/tmp/pbench-home/bare-junit.xml" if a.startswith("--junitxml=") else a
+                    for a in rest
+                ],
+            ]
         else:
             fe = self.frontend
             # The forward to the backend and the dev server, started once as the test user and left running.

@@ -39,6 +39,10 @@ from pbench_proc import (  # noqa: E402
 )
 
 IN = Path("/pbench/in")
+# Written by the host once the run's services answer (a job with "await_gate"): the runner takes the snapshot,
+# applies the patches and freezes the tree meanwhile, and runs no code of the repository before it exists.
+GATE = IN / "gate"
+GATE_POLL_S = 0.02
 STAGE = Path("/pbench/stage")  # where the test user's runner writes its reports (made just before the tests)
 TOOLS = Path(__file__).parent
 TEST_HOME = Path("/tmp/pbench-home")
@@ -241,6 +245,17 @@ class Run:
         self.guard.freeze()
         fresh_dir(TEST_HOME)
 
+    def await_gate(self) -> None:
+        """Wait for the host's word that the services answer (the phase says so: a run stopped here never ran
+        the patch's code)."""
+        if not self.job.get("await_gate"):
+            return
+        phase("services")
+        t0 = time.monotonic()
+        while not GATE.exists():
+            time.sleep(GATE_POLL_S)
+        self.timings["gate_wait_s"] = round(time.monotonic() - t0, 3)
+
     def prestart(self) -> bool:
         phase("prestart")
         t0 = time.monotonic()
@@ -354,6 +369,7 @@ def main() -> int:
     if not run_.patches():
         return run_.finish("patch_apply_failed")
     run_.freeze()
+    run_.await_gate()
     if not run_.prestart():
         return run_.finish("prestart_failed")
     return run_.tests()

@@ -68,6 +68,13 @@ def archive(request: RunRequest, job_: dict, frontend: bool) -> bytes:
     return tar(files)
 
 
+def open_gate(container, job_: dict) -> None:
+    """Tell the runner of a job with "await_gate" that the services answer: it has set the tree up meanwhile
+    and now runs the repository's code (containers/runner/pbench_runner.py, `await_gate`)."""
+    if job_.get("await_gate"):
+        container.put_archive("/pbench/in", tar({"gate": b""}))
+
+
 def trace(job_: dict) -> str:
     """The job as the trace folder keeps it: canary contents and names stay secret (they are per run)."""
     shown = dict(job_)
@@ -96,14 +103,16 @@ def backend_job(request: RunRequest) -> tuple[dict, list]:
         "selection": selection,
         "continue_on_collection_errors": request.continue_on_collection_errors,
     }
-    return job(request, backend.dir, list(backend.prestart), test, canaries), canaries
+    job_ = job(
+        request, backend.dir, list(backend.prestart), test, canaries, await_gate=bool(backend.services)
+    )
+    return job_, canaries
 
 
 def serve_job(request: RunRequest) -> dict:
     backend = request.source.backend
-    return job(
-        request, backend.dir, list(backend.prestart), {"runner": "serve", "command": backend.serve_command}
-    )
+    test = {"runner": "serve", "command": backend.serve_command}
+    return job(request, backend.dir, list(backend.prestart), test, await_gate=bool(backend.services))
 
 
 def frontend_job(request: RunRequest, selection: list[str], global_timeout_ms: int) -> tuple[dict, list]:

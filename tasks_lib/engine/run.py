@@ -78,9 +78,10 @@ def _run_tests(request: RunRequest, settings: Settings) -> RunResult:
     stack = Stack(docker_client.get(), uuid.uuid4().hex[:12])
     try:
         stack.create_network()
-        # The services start while the snapshot is taken and the side's containers are created and filled;
-        # `ready` is awaited just before a container that runs repository code starts (services_s: the
-        # launch plus that wait, the part of their start-up still on the run's critical path).
+        # The services start while the snapshot is taken and the side's containers are created, filled and
+        # started: their runners set the tree up and wait at the gate, which opens once `ready` returns, so no
+        # code of the repository runs before the services answer (services_s: the launch plus that wait; the
+        # runner's gate_wait_s: the part of it still on the run's critical path).
         t0 = time.monotonic()
         service_env, launched = services.launch_services(stack, request.source, settings, deadline)
         result.timings["services_s"] = round(time.monotonic() - t0, 3)
@@ -128,7 +129,7 @@ def _side_job(stack, request, backend_image, service_env, snapshot, settings, de
 
 def _run_side(stack, request, image, planned, snapshot, settings, deadline, timeout, result, ready) -> None:
     """The side's container: its job, its run, its outputs and logs copied to the trace folder, its result read
-    by the reader of the runner the source names. It starts once the services are `ready`."""
+    by the reader of the runner the source names. Its runner passes the gate once the services are `ready`."""
     job, canaries, env, server = planned
     log_dir = Path(request.log_dir)
     container = stack.sandbox(image.tag, "tests", env, settings)
@@ -137,9 +138,10 @@ def _run_side(stack, request, image, planned, snapshot, settings, deadline, time
     container.put_archive("/work/repo", snapshot)
     container.put_archive("/pbench", jobs.archive(request, job, request.side == Side.FRONTEND))
     result.timings["copy_s"] = round(time.monotonic() - t0, 3)
-    ready()
     t0 = time.monotonic()
     container.start()
+    ready()
+    jobs.open_gate(container, job)
     runner_exit = _wait(container, deadline, timeout, request, result, log_dir)
     result.timings["container_s"] = round(time.monotonic() - t0, 3)
     copy_logs(container, log_dir / "container.log")
@@ -209,8 +211,9 @@ def _backend_serve(stack, request, backend_image, service_env, snapshot, setting
     )
     server.put_archive("/work/repo", snapshot)
     server.put_archive("/pbench", jobs.archive(request, job, False))
-    ready()
     server.start()
+    ready()
+    jobs.open_gate(server, job)
     try:
         services.wait_for_http(server, request.source.backend.serve_port, deadline)
     except (services.ServeFailed, TimeoutError) as exc:

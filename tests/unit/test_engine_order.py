@@ -1,10 +1,11 @@
-"""The order of one engine run's Docker steps (fakes in place of the daemon): the services start first and are
-awaited only just before a container that runs repository code starts, so that taking the snapshot and
-creating and filling the side's containers overlap the database's start-up; nothing of the repository runs
-before the services answer; a service that never answers is infrastructure and nothing starts."""
+"""The order of one engine run's Docker steps (fakes in place of the daemon): the services start first; the
+snapshot is taken and the side's containers are created, filled and started while the database starts (their
+runners set the tree up and wait at the gate); the gate opens only once the services answer, so nothing of
+the repository runs before; a service that never answers is infrastructure and no gate opens."""
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -21,7 +22,7 @@ class FakeContainer:
         self.events, self.name = events, name
 
     def put_archive(self, path, data):
-        self.events.append(f"fill {self.name}")
+        self.events.append(f"gate {self.name}" if path == "/pbench/in" else f"fill {self.name}")
 
     def start(self):
         self.events.append(f"start {self.name}")
@@ -79,7 +80,7 @@ def _launch(events, fail=False):
 
 
 @pytest.mark.parametrize("side", [Side.BACKEND, Side.FRONTEND])
-def test_containers_are_created_and_filled_while_the_services_start_and_start_after(
+def test_containers_start_while_the_services_start_and_pass_the_gate_after(
     fake_engine, monkeypatch, tmp_path, side
 ):
     events = fake_engine
@@ -88,20 +89,33 @@ def test_containers_are_created_and_filled_while_the_services_start_and_start_af
     result = run._run_tests(
         RunRequest(source, tmp_path, "c0ffee", tmp_path / "log", side=side), run.Settings.from_env()
     )
-    assert events.index("services started") < events.index("snapshot")
-    first_start = min(i for i, e in enumerate(events) if e.startswith("start "))
-    assert events.index("services awaited") < first_start  # no repository code before the services answer
-    assert events.index("services awaited") > events.index(
-        "fill backend" if side == Side.FRONTEND else "fill tests"
-    )
+    first = "backend" if side == Side.FRONTEND else "tests"  # the container whose prestart needs the database
+    assert events.index("services started") < events.index("snapshot") < events.index(f"fill {first}")
+    # Its set-up overlaps the database's start-up; its code runs only after the services answer.
+    assert events.index(f"start {first}") < events.index("services awaited") < events.index(f"gate {first}")
+    if side == Side.FRONTEND:  # the frontend tests need the backend answering, not the database
+        assert events.index("backend answers") < events.index("start tests")
+        assert "gate tests" not in events
     assert events[-1] == "close" and "services_s" in result.timings
 
 
-def test_a_service_that_never_answers_starts_nothing_and_is_the_harness(fake_engine, monkeypatch, tmp_path):
+def test_a_service_that_never_answers_opens_no_gate_and_is_the_harness(fake_engine, monkeypatch, tmp_path):
     events = fake_engine
     monkeypatch.setattr(run.services, "launch_services", _launch(events, fail=True))
     source = load_source("demo")
     result = run._run_tests(RunRequest(source, tmp_path, "c0ffee", tmp_path / "log"), run.Settings.from_env())
-    assert not any(e.startswith("start ") for e in events)
+    assert not any(e.startswith("gate ") for e in events)
     assert result.status == RunStatus.INFRA_ERROR and result.blame == Blame.HARNESS
     assert events[-1] == "close"
+
+
+def test_only_jobs_of_a_source_with_services_wait_at_the_gate(tmp_path):
+    from tasks_lib.engine import jobs
+
+    demo = load_source("demo")
+    request = RunRequest(demo, tmp_path, "c0ffee", tmp_path / "log")
+    assert jobs.backend_job(request)[0]["await_gate"] is True
+    assert jobs.serve_job(request)["await_gate"] is True
+    assert "await_gate" not in jobs.frontend_job(request, [], 1000)[0]
+    bare = dataclasses.replace(demo, backend=dataclasses.replace(demo.backend, services=()))
+    assert jobs.backend_job(RunRequest(bare, tmp_path, "c0ffee", tmp_path / "log"))[0]["await_gate"] is False
