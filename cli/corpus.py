@@ -253,10 +253,12 @@ def list_cmd(
 
 
 def _instance(dataset: str, instance_id: str):
-    for inst in _corpus(dataset):
-        if inst.instance_id == instance_id:
-            return inst
-    raise InputError(f"{instance_id}: not in corpus {dataset}")
+    from tasks_lib import corpus
+
+    inst = corpus.find_instance(dataset, instance_id)
+    if inst is None:
+        raise InputError(f"{instance_id}: not in corpus {dataset}")
+    return inst
 
 
 AGENT_FIELDS = (

@@ -264,3 +264,20 @@ def test_select_unknown_id_is_an_input_error(reference):
     with pytest.raises(InputError) as exc:
         corpus.select(reference, ids=[PUBLISHED["instance_id"], "acme__nope-1"])
     assert "acme__nope-1" in str(exc.value)
+
+
+def test_one_instance_is_found_without_reading_the_others(tmp_path):
+    committed = paths.data_dir() / "corpus" / "v0.2" / "instances.jsonl"
+    rows = [json.loads(line) for line in committed.read_text().splitlines()[:3]]
+    path = tmp_path / "instances.jsonl"
+    # The second record names the third's id in its text, and a broken line stands between: neither is read
+    # as the third, and the broken line is not parsed at all.
+    rows[1]["notes"] = f"see {rows[2]['instance_id']}"
+    lines = [json.dumps(rows[0]), json.dumps(rows[1]), "{not json", json.dumps(rows[2])]
+    path.write_text("\n".join(lines) + "\n")
+    found = corpus.find_instance(path, rows[2]["instance_id"])
+    assert found is not None and found.instance_id == rows[2]["instance_id"]
+    assert found.patch == rows[2]["patch"]
+    assert corpus.find_instance(path, "nobody__nothing-1") is None
+    with pytest.raises(InputError, match="line 3: not JSON"):
+        corpus.load_corpus(path)  # the whole corpus still refuses the broken line
