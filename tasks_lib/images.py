@@ -334,10 +334,17 @@ def ensure_env_image(spec: EnvSpec, settings: Settings | None = None) -> ImageRe
     from tasks_lib import egress
 
     recipe = spec.recipe(base.id)
-    packages = spec.packages()
     labels = {SOURCE_LABEL: spec.source, SIDE_LABEL: spec.side, RECIPE_LABEL: recipe}
-    if packages is not None:
-        labels[PACKAGES_LABEL] = " ".join(sorted(packages))
+
+    def parent() -> tuple[dict, dict]:
+        # Only for a build: the lock's packages (a parse of the whole lock, ~50 ms for the template's) label
+        # the image and choose the image to build on. An image that exists needs neither.
+        packages = spec.packages()
+        if packages is None:
+            return {}, {}
+        args, extra = delta_parent(client, spec, recipe, packages)
+        return args, {PACKAGES_LABEL: " ".join(sorted(packages)), **extra}
+
     return _build_keyed(
         client,
         f"{ENV_REPO_PREFIX}-{spec.source}-{spec.side}",
@@ -347,7 +354,7 @@ def ensure_env_image(spec: EnvSpec, settings: Settings | None = None) -> ImageRe
         f"env-{spec.source}-{spec.side}",
         network=lambda: egress.proxy(client, base.tag, settings),
         labels=labels,
-        parent=(lambda: delta_parent(client, spec, recipe, packages)) if packages is not None else None,
+        parent=parent,
     )
 
 

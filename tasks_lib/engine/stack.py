@@ -91,15 +91,17 @@ class Stack:
 
     def close(self) -> None:
         """Containers removed side by side (each removal is a kill and a wait in the daemon), then the
-        volumes they used, then the network."""
+        volumes they used and the network, side by side too (nothing else uses them by then)."""
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(max(1, len(self.containers)), thread_name_prefix="pbench-close") as pool:
-            list(pool.map(_remove_container, self.containers))
-        for v in self.volumes:
-            remove(f"volume {v.name}", lambda v=v: v.remove(force=True))
+        rest = [(f"volume {v.name}", lambda v=v: v.remove(force=True)) for v in self.volumes]
         if self.network is not None:
-            remove(f"network {self.network.name}", self.network.remove)
+            rest.append((f"network {self.network.name}", self.network.remove))
+        with ThreadPoolExecutor(
+            max(1, len(self.containers), len(rest)), thread_name_prefix="pbench-close"
+        ) as pool:
+            list(pool.map(_remove_container, self.containers))
+            list(pool.map(lambda item: remove(*item), rest))
 
 
 def _remove_container(c) -> None:
