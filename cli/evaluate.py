@@ -40,7 +40,7 @@ def score(
         text, fmt = p.read_bytes().decode("utf-8", errors="surrogateescape"), PredictionFormat.DIFF
     prediction = Prediction(instance_id, "cli", text, fmt)
     src = corpus.source_for(inst, source)
-    repo = evaluation.repo_for(src, mirror)
+    repo = evaluation.repo_for(src, mirror, needs=(inst.base_commit,))
     out = out or paths.runs_dir() / "score" / f"{instance_id}-{prediction.patch_sha256[:12]}"
     verdict = evaluation.score_instance(inst, prediction, src, repo, out / "logs")
     out.mkdir(parents=True, exist_ok=True)

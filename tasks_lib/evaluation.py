@@ -353,6 +353,8 @@ def _attempts(instance, prediction, source, repo, trace_dir, settings, infra_ret
     return total, rows, statuses, mismatch, infra_attempts, image_id, attempt
 
 
-def repo_for(source: SourceRecord, mirror: repos.Mirrors | Path = None) -> Path:
-    """The source's clone; `mirror` is one path or a {source name: path} mapping (`repos.parse_mirrors`)."""
-    return repos.repo_dir(source, mirror if isinstance(mirror, Path) else repos.mirror_for(source, mirror))
+def repo_for(source: SourceRecord, mirror: repos.Mirrors | Path = None, needs: tuple[str, ...] = ()) -> Path:
+    """The source's clone; `mirror` is one path or a {source name: path} mapping (`repos.parse_mirrors`);
+    `needs`: commits that spare the refresh when the clone has them (`repos.repo_dir`)."""
+    mirror = mirror if isinstance(mirror, Path) else repos.mirror_for(source, mirror)
+    return repos.repo_dir(source, mirror, needs)

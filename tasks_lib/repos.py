@@ -90,8 +90,12 @@ def check_mirrors(mirrors: Mirrors, source_names: Sequence[str]) -> None:
             )
 
 
-def repo_dir(source: SourceRecord, mirror_override: str | Path | None = None) -> Path:
-    """A bare clone of the source in the cache, created on first use, refreshed when the origin moves."""
+def repo_dir(
+    source: SourceRecord, mirror_override: str | Path | None = None, needs: tuple[str, ...] = ()
+) -> Path:
+    """A bare clone of the source in the cache, created on first use, refreshed when the origin moves. A
+    caller that names the commits it `needs` skips the refresh when the clone has them all (a fetch from a
+    local mirror that finds nothing new is ~0.1 s of every `pbench score`)."""
     origin = _origin(source, mirror_override)
     dest = paths.cache_dir() / "repos" / f"{source.name}.git"
     with file_lock(f"repo-{source.name}"):
@@ -101,6 +105,8 @@ def repo_dir(source: SourceRecord, mirror_override: str | Path | None = None) ->
             shutil.rmtree(tmp, ignore_errors=True)  # a clone interrupted earlier
             git(["clone", "--quiet", "--mirror", origin, str(tmp)])
             tmp.rename(dest)
+        elif needs and _has_commits(dest, needs):
+            pass
         elif Path(origin).exists():
             # Local origins (the generated demo, a mirror) may be newer than our clone: cheap to refresh.
             git(["--git-dir", str(dest), "remote", "set-url", "origin", origin])
@@ -110,3 +116,19 @@ def repo_dir(source: SourceRecord, mirror_override: str | Path | None = None) ->
         info.mkdir(exist_ok=True)
         (info / "attributes").write_text("* -export-ignore -export-subst\n")
     return dest
+
+
+def _has_commits(git_dir: Path, shas: tuple[str, ...]) -> bool:
+    """Whether every one of `shas` is a commit of the clone (one `git cat-file --batch-check`)."""
+    import subprocess
+
+    query = "".join(f"{sha}^{{commit}}\n" for sha in shas)
+    out = subprocess.run(
+        ["git", "--git-dir", str(git_dir), "cat-file", "--batch-check"],
+        input=query,
+        capture_output=True,
+        text=True,
+    )
+    lines = out.stdout.splitlines()
+    kinds = [line.split()[1:2] for line in lines]
+    return out.returncode == 0 and len(lines) == len(shas) and all(k == ["commit"] for k in kinds)

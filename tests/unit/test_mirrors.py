@@ -45,3 +45,32 @@ def test_mirrors_that_cannot_be_right_are_input_errors(values, sources, says):
     """Rule: a bare path with several sources would point one repository's clone at another's mirror."""
     with pytest.raises(InputError, match=says):
         repos.check_mirrors(repos.parse_mirrors(values), sources)
+
+
+def test_the_clone_is_refreshed_only_when_it_lacks_a_commit_it_needs(tmp_path, monkeypatch):
+    import subprocess
+
+    monkeypatch.setenv("PBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    origin = tmp_path / "origin"
+
+    def commit(message: str) -> str:
+        subprocess.run(["git", "-C", str(origin), "commit", "-q", "--allow-empty", "-m", message], check=True)
+        return subprocess.run(
+            ["git", "-C", str(origin), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    subprocess.run(["git", "init", "-q", str(origin)], check=True)
+    for key, value in (("user.email", "t@example.com"), ("user.name", "t")):
+        subprocess.run(["git", "-C", str(origin), "config", key, value], check=True)
+    first = commit("first")
+    source = load_source("demo")
+    clone = repos.repo_dir(source, origin, needs=(first,))
+    assert repos._has_commits(clone, (first,))
+    second = commit("second")
+    repos.repo_dir(source, origin, needs=(first,))  # it has what it needs: no fetch
+    assert not repos._has_commits(clone, (second,))
+    repos.repo_dir(source, origin, needs=(first, second))  # it lacks one: fetched
+    assert repos._has_commits(clone, (first, second))
+    third = commit("third")
+    repos.repo_dir(source, origin)  # no needs named: refreshed as before
+    assert repos._has_commits(clone, (third,))
