@@ -134,7 +134,9 @@ def frontend_job(request: RunRequest, selection: list[str], global_timeout_ms: i
         },
     }
     test = {"runner": fe.runner, "selection": selection}
-    job_ = job(request, fe.dir, list(fe.prestart), test, canaries, frontend=frontend, frontend_dir=fe.dir)
+    # Its gate opens once the backend-serve container answers: the container sets its tree up meanwhile.
+    extra = {"frontend": frontend, "frontend_dir": fe.dir, "await_gate": True}
+    job_ = job(request, fe.dir, list(fe.prestart), test, canaries, **extra)
     return job_, canaries
 
 

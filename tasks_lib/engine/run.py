@@ -92,11 +92,11 @@ def _run_tests(request: RunRequest, settings: Settings) -> RunResult:
             result.timings["services_s"] = round(result.timings["services_s"] + time.monotonic() - t1, 3)
 
         snapshot, result.stubbed_files = gitops.snapshot(request.repo, request.commit)
-        planned = _side_job(
-            stack, request, backend_image, service_env, snapshot, settings, deadline, result, ready
-        )
-        if planned is not None:
-            _run_side(stack, request, image, planned, snapshot, settings, deadline, timeout, result, ready)
+        side = _Side(stack, request, settings, deadline, timeout, result, snapshot, ready, service_env)
+        if request.side == Side.FRONTEND:
+            _run_frontend(side, backend_image, image)
+        else:
+            _run_backend(side, image)
     except services.ServiceTimeout as exc:
         result.status, result.error, result.blame = RunStatus.INFRA_ERROR, str(exc), Blame.HARNESS
     except TimeoutError as exc:  # the backend-serve container never answered: its code had started
@@ -110,43 +110,74 @@ def _run_tests(request: RunRequest, settings: Settings) -> RunResult:
     return finish(result, log_dir, start)
 
 
-def _side_job(stack, request, backend_image, service_env, snapshot, settings, deadline, result, ready):
-    """(job, canaries, container env, backend-serve container or None) of the run's side; None when a
-    frontend run's backend never served (the result says why)."""
-    if request.side != Side.FRONTEND:
-        job, canaries = jobs.backend_job(request)
-        return job, canaries, jobs.backend_env(request.source, service_env), None
-    server = _backend_serve(
-        stack, request, backend_image, service_env, snapshot, settings, deadline, result, ready
-    )
-    if server is None:
-        return None
-    selection = playwright_report.selection_args(request.selection) if request.selection else []
-    left_ms = int(max(30.0, deadline - time.monotonic() - 60) * 1000)
-    job, canaries = jobs.frontend_job(request, selection, left_ms)
-    return job, canaries, jobs.frontend_env(request.source), server
+class _Side:
+    """What every step of one side's run needs: the stack, the request, the snapshot, the clock, the result
+    being written, and `ready` (returns once the services answer)."""
+
+    def __init__(self, stack, request, settings, deadline, timeout, result, snapshot, ready, service_env):
+        self.stack, self.request, self.settings = stack, request, settings
+        self.deadline, self.timeout, self.result = deadline, timeout, result
+        self.snapshot, self.ready, self.service_env = snapshot, ready, service_env
+        self.log_dir = Path(request.log_dir)
+
+    def start(self, image, role: str, env: dict, job: dict, frontend: bool, aliases=None):
+        """A sandbox of `job` created, filled and started: its runner sets the tree up (snapshot, patches,
+        protections), then waits at its gate until `jobs.open_gate`."""
+        container = self.stack.sandbox(image.tag, role, env, self.settings, aliases=aliases)
+        t0 = time.monotonic()
+        container.put_archive("/work/repo", self.snapshot)
+        container.put_archive("/pbench", jobs.archive(self.request, job, frontend))
+        if role == "tests":
+            (self.log_dir / "job.json").write_text(jobs.trace(job))
+            self.result.timings["copy_s"] = round(time.monotonic() - t0, 3)
+        container.start()
+        return container
 
 
-def _run_side(stack, request, image, planned, snapshot, settings, deadline, timeout, result, ready) -> None:
-    """The side's container: its job, its run, its outputs and logs copied to the trace folder, its result read
-    by the reader of the runner the source names. Its runner passes the gate once the services are `ready`."""
-    job, canaries, env, server = planned
-    log_dir = Path(request.log_dir)
-    container = stack.sandbox(image.tag, "tests", env, settings)
-    (log_dir / "job.json").write_text(jobs.trace(job))
+def _run_backend(side: _Side, image) -> None:
+    """The tests container starts while the services start; its gate opens once they answer."""
+    job, canaries = jobs.backend_job(side.request)
+    env = jobs.backend_env(side.request.source, side.service_env)
+    container = side.start(image, "tests", env, job, False)
     t0 = time.monotonic()
-    container.put_archive("/work/repo", snapshot)
-    container.put_archive("/pbench", jobs.archive(request, job, request.side == Side.FRONTEND))
-    result.timings["copy_s"] = round(time.monotonic() - t0, 3)
-    t0 = time.monotonic()
-    container.start()
-    ready()
+    side.ready()
     jobs.open_gate(container, job)
-    runner_exit = _wait(container, deadline, timeout, request, result, log_dir)
+    _finish_side(side, container, canaries, None, t0)
+
+
+def _run_frontend(side: _Side, backend_image, image) -> None:
+    """The backend-serve container and the frontend-tests container both start while the services start and
+    set their trees up side by side: the server's gate opens once the services answer, the tests' once the
+    server answers (their prestart asks it for its OpenAPI document)."""
+    request = side.request
+    t0 = time.monotonic()
+    serve = jobs.serve_job(request)
+    backend_env = jobs.backend_env(request.source, side.service_env)
+    server = side.start(backend_image, "backend", backend_env, serve, False, aliases=["backend"])
+    selection = playwright_report.selection_args(request.selection) if request.selection else []
+    left_ms = int(max(30.0, side.deadline - time.monotonic() - 60) * 1000)
+    job, canaries = jobs.frontend_job(request, selection, left_ms)
+    container = side.start(image, "tests", jobs.frontend_env(request.source), job, True)
+    t1 = time.monotonic()
+    side.ready()
+    jobs.open_gate(server, serve)
+    if not _serving(side, server):
+        return
+    side.result.timings["backend_serve_s"] = round(time.monotonic() - t0, 3)
+    jobs.open_gate(container, job)
+    _finish_side(side, container, canaries, server, t1)
+
+
+def _finish_side(side: _Side, container, canaries, server, t0: float) -> None:
+    """The side's run awaited, its outputs and logs copied to the trace folder, its result read by the reader
+    of the runner the source names."""
+    request, result, log_dir = side.request, side.result, side.log_dir
+    runner_exit = _wait(container, side.deadline, side.timeout, request, result, log_dir)
     result.timings["container_s"] = round(time.monotonic() - t0, 3)
     copy_logs(container, log_dir / "container.log")
-    for c in stack.containers[:-1]:
-        copy_logs(c, log_dir / f"{c.name.rsplit('-', 1)[-1]}.log", tail=200)
+    for c in side.stack.containers:
+        if c is not container:
+            copy_logs(c, log_dir / f"{c.name.rsplit('-', 1)[-1]}.log", tail=200)
     extract_out(container, log_dir, request.output_cap)
     if server is not None:
         extract_out(server, log_dir / "backend-serve", request.output_cap)
@@ -154,7 +185,7 @@ def _run_side(stack, request, image, planned, snapshot, settings, deadline, time
         result.blame = results.blame_for_stop(log_dir)
         if result.blame == Blame.HARNESS:
             result.status = RunStatus.INFRA_ERROR
-            result.error = f"wall-clock timeout of {timeout}s before the patch's code started"
+            result.error = f"wall-clock timeout of {side.timeout}s before the patch's code started"
         return
     side_spec = request.source.frontend if request.side == Side.FRONTEND else request.source.backend
     results.reader_for(side_spec.runner)(
@@ -196,28 +227,16 @@ def _read_timeout(exc: Exception) -> bool:
     return "Read timed out" in str(exc)
 
 
-def _backend_serve(stack, request, backend_image, service_env, snapshot, settings, deadline, result, ready):
-    """The backend-serve container of a frontend run: the same snapshot and patch chain, prestart steps, then
-    the server (alias "backend"), which the frontend-tests container reaches through a forward on localhost."""
-    t0 = time.monotonic()
-    log_dir = Path(request.log_dir)
-    job = jobs.serve_job(request)
-    server = stack.sandbox(
-        backend_image.tag,
-        "backend",
-        jobs.backend_env(request.source, service_env),
-        settings,
-        aliases=["backend"],
-    )
-    server.put_archive("/work/repo", snapshot)
-    server.put_archive("/pbench", jobs.archive(request, job, False))
-    server.start()
-    ready()
-    jobs.open_gate(server, job)
+def _serving(side: _Side, server) -> bool:
+    """Whether the backend-serve container answers (it runs the same snapshot and patch chain, the prestart
+    steps, then the server, alias "backend", which the frontend-tests container reaches through a forward on
+    localhost). When it does not, the result says why, from what the server's runner wrote."""
+    request, result = side.request, side.result
     try:
-        services.wait_for_http(server, request.source.backend.serve_port, deadline)
+        services.wait_for_http(server, request.source.backend.serve_port, side.deadline)
+        return True
     except (services.ServeFailed, TimeoutError) as exc:
-        serve_out = log_dir / "backend-serve"
+        serve_out = side.log_dir / "backend-serve"
         if isinstance(exc, TimeoutError):
             server.kill()
         extract_out(server, serve_out, request.output_cap)
@@ -236,9 +255,7 @@ def _backend_serve(stack, request, backend_image, service_env, snapshot, setting
         else:
             result.status = RunStatus.PRESTART_FAILED
         result.error = f"the backend-serve container did not serve ({type(exc).__name__}; see {serve_out})"
-        return None
-    result.timings["backend_serve_s"] = round(time.monotonic() - t0, 3)
-    return server
+        return False
 
 
 def finish(result: RunResult, log_dir: Path, start: float) -> RunResult:

@@ -58,43 +58,62 @@ def launch_services(
     wait=wait_for_postgres,
     pg_image: str | None = None,
 ):
-    """The source's services on the run's private network (the first one aliased "db"), created and started,
-    not yet awaited: (their environment, `ready`), where `ready()` returns once every service answers
-    (ServiceTimeout at the deadline). The engine creates and fills the test container meanwhile and calls
-    `ready()` before any code of the repository starts."""
-    env: dict[str, str] = {}
-    started: list = []
+    """The source's services on the run's private network (the first one aliased "db"), created and started
+    in the background, not awaited: (their environment, `ready`), where `ready()` returns once every service
+    answers (ServiceTimeout at the deadline; a Docker failure of their making is raised there too). The
+    engine takes the snapshot and creates, fills and starts the side's containers meanwhile; their runners
+    pass the gate only after `ready()`."""
+    from concurrent.futures import ThreadPoolExecutor
+
     services = source.backend.services
+    aliases = [DB_ALIAS if i == 0 else f"{DB_ALIAS}{i}" for i in range(len(services))]
+    env: dict[str, str] = {}
+    for alias, service in zip(aliases, services, strict=True):
+        env.update(service.render_env(alias, 5432))
+    if not services:
+        return env, lambda: None
+
+    def launch() -> list:
+        image = pg_image or images.bootstrap(settings)["postgres"].tag
+        return [
+            _start_postgres(stack, image, i, s, a)
+            for i, (s, a) in enumerate(zip(services, aliases, strict=True))
+        ]
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="pbench-services")
+    started = pool.submit(launch)
+    pool.shutdown(wait=False)
+    stack.pending.append(started)
+    awaited = []
 
     def ready() -> None:
-        for container, service in started:
+        if awaited:
+            return  # a second call has nothing left to wait for
+        for container, service in started.result():
             wait(container, service, deadline)
-        started.clear()  # a second call has nothing left to wait for
+        awaited.append(True)
 
-    if not services:
-        return env, ready
-    pg_image = pg_image or images.bootstrap(settings)["postgres"].tag
-    for i, service in enumerate(services):
-        volume = stack.client.volumes.create(name=f"pbench-{stack.run_id}-pg{i}", labels=stack.labels)
-        stack.volumes.append(volume)
-        container = stack.client.containers.create(
-            pg_image,
-            name=f"pbench-{stack.run_id}-db{i}",
-            environment={"PG_USER": service.user, "PG_PASSWORD": service.password, "PG_DB": service.db},
-            volumes={volume.name: {"bind": "/var/lib/pbench-pg", "mode": "rw"}},
-            labels=stack.labels,
-            network=stack.network.name,
-            mem_limit="1g",
-            pids_limit=512,
-            log_config=LOG_CONFIG,
-        )
-        stack.containers.append(container)
-        alias = DB_ALIAS if i == 0 else f"{DB_ALIAS}{i}"
-        stack.attach(container, [alias])
-        container.start()
-        started.append((container, service))
-        env.update(service.render_env(alias, 5432))
     return env, ready
+
+
+def _start_postgres(stack: Stack, image: str, i: int, service, alias: str):
+    volume = stack.client.volumes.create(name=f"pbench-{stack.run_id}-pg{i}", labels=stack.labels)
+    stack.volumes.append(volume)
+    container = stack.client.containers.create(
+        image,
+        name=f"pbench-{stack.run_id}-db{i}",
+        environment={"PG_USER": service.user, "PG_PASSWORD": service.password, "PG_DB": service.db},
+        volumes={volume.name: {"bind": "/var/lib/pbench-pg", "mode": "rw"}},
+        labels=stack.labels,
+        network=stack.network.name,
+        networking_config=stack.endpoint([alias]),
+        mem_limit="1g",
+        pids_limit=512,
+        log_config=LOG_CONFIG,
+    )
+    stack.containers.append(container)
+    container.start()
+    return container, service
 
 
 def wait_for_http(container, port: int, deadline: float) -> None:

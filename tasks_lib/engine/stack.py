@@ -49,6 +49,7 @@ class Stack:
         self.containers: list = []
         self.network = None
         self.volumes: list = []
+        self.pending: list = []  # futures of Docker objects still being made in the background (services)
 
     def create_network(self):
         self.network = self.client.networks.create(
@@ -56,10 +57,12 @@ class Stack:
         )
         return self.network
 
-    def attach(self, container, aliases: list[str]) -> None:
-        """Reach `container` under `aliases` on the private network (and nowhere else)."""
-        self.network.disconnect(container)
-        self.network.connect(container, aliases=aliases)
+    def endpoint(self, aliases: list[str] | None) -> dict | None:
+        """`networking_config` of a container reached under `aliases` on the private network (and nowhere
+        else), given at its creation."""
+        if not aliases:
+            return None
+        return {self.network.name: self.client.api.create_endpoint_config(aliases=list(aliases))}
 
     def sandbox(self, image: str, role: str, env: dict[str, str], settings: Settings, aliases=None):
         """A container for untrusted code: the task's private network only, limits, no capabilities for the
@@ -71,6 +74,7 @@ class Stack:
             environment=env,
             labels=self.labels,
             network=self.network.name,
+            networking_config=self.endpoint(aliases),
             working_dir="/work/repo",
             mem_limit=settings.mem_limit,
             memswap_limit=settings.mem_limit,
@@ -85,15 +89,14 @@ class Stack:
             init=True,
         )
         self.containers.append(container)
-        if aliases:
-            self.attach(container, aliases)
         return container
 
     def close(self) -> None:
         """Containers removed side by side (each removal is a kill and a wait in the daemon), then the
         volumes they used and the network, side by side too (nothing else uses them by then)."""
-        from concurrent.futures import ThreadPoolExecutor
+        from concurrent.futures import ThreadPoolExecutor, wait
 
+        wait(self.pending)  # what is still being made is removed with the rest
         rest = [(f"volume {v.name}", lambda v=v: v.remove(force=True)) for v in self.volumes]
         if self.network is not None:
             rest.append((f"network {self.network.name}", self.network.remove))

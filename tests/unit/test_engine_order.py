@@ -93,9 +93,9 @@ def test_containers_start_while_the_services_start_and_pass_the_gate_after(
     assert events.index("services started") < events.index("snapshot") < events.index(f"fill {first}")
     # Its set-up overlaps the database's start-up; its code runs only after the services answer.
     assert events.index(f"start {first}") < events.index("services awaited") < events.index(f"gate {first}")
-    if side == Side.FRONTEND:  # the frontend tests need the backend answering, not the database
-        assert events.index("backend answers") < events.index("start tests")
-        assert "gate tests" not in events
+    if side == Side.FRONTEND:  # the frontend tests start beside the server and go on once it answers
+        assert events.index("start tests") < events.index("services awaited")
+        assert events.index("backend answers") < events.index("gate tests")
     assert events[-1] == "close" and "services_s" in result.timings
 
 
@@ -109,13 +109,53 @@ def test_a_service_that_never_answers_opens_no_gate_and_is_the_harness(fake_engi
     assert events[-1] == "close"
 
 
-def test_only_jobs_of_a_source_with_services_wait_at_the_gate(tmp_path):
+def test_backend_jobs_of_a_source_with_services_and_frontend_jobs_wait_at_the_gate(tmp_path):
     from tasks_lib.engine import jobs
 
     demo = load_source("demo")
     request = RunRequest(demo, tmp_path, "c0ffee", tmp_path / "log")
     assert jobs.backend_job(request)[0]["await_gate"] is True
     assert jobs.serve_job(request)["await_gate"] is True
-    assert "await_gate" not in jobs.frontend_job(request, [], 1000)[0]
+    assert jobs.frontend_job(request, [], 1000)[0]["await_gate"] is True  # the backend-serve container's word
     bare = dataclasses.replace(demo, backend=dataclasses.replace(demo.backend, services=()))
     assert jobs.backend_job(RunRequest(bare, tmp_path, "c0ffee", tmp_path / "log"))[0]["await_gate"] is False
+
+
+class _SlowDaemon:
+    """A docker client whose container creation takes a while, recording what is made and removed."""
+
+    def __init__(self, events: list):
+        self.events = events
+        self.api = SimpleNamespace(create_endpoint_config=lambda aliases: {"Aliases": aliases})
+        self.volumes = SimpleNamespace(create=self._volume)
+        self.containers = SimpleNamespace(create=self._container)
+
+    def _volume(self, name, labels):
+        return SimpleNamespace(name=name, remove=lambda force: self.events.append(f"remove {name}"))
+
+    def _container(self, image, name, networking_config, **_):
+        import time
+
+        time.sleep(0.3)
+        self.events.append(f"create {name} as {networking_config['pbench-r1']['Aliases']}")
+        return SimpleNamespace(
+            name=name,
+            start=lambda: self.events.append(f"start {name}"),
+            remove=lambda force, v: self.events.append(f"remove {name}"),
+        )
+
+
+def test_services_made_in_the_background_are_removed_even_when_the_run_ends_first():
+    from tasks_lib.engine.stack import Stack
+
+    events: list[str] = []
+    stack = Stack(_SlowDaemon(events), "r1")
+    stack.network = SimpleNamespace(name="pbench-r1", remove=lambda: events.append("remove network"))
+    env, ready = services.launch_services(
+        stack, load_source("demo"), run.Settings.from_env(), 0, pg_image="pg"
+    )
+    assert env["POSTGRES_SERVER"] == "db" and events == []  # the environment at once, the container later
+    stack.close()  # e.g. the side's container failed to start before `ready` was called
+    assert events[:2] == ["create pbench-r1-db0 as ['db']", "start pbench-r1-db0"]
+    assert set(events[2:]) == {"remove pbench-r1-db0", "remove pbench-r1-pg0", "remove network"}
+    assert events.index("remove pbench-r1-db0") < events.index("remove pbench-r1-pg0")
