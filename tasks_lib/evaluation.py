@@ -20,6 +20,7 @@ from tasks_lib import engine, grading, images, patches, repos, static_check
 from tasks_lib.config import Settings
 from tasks_lib.constants import Blame, RunStatus, Side, Status
 from tasks_lib.errors import ImageBuildError, InfraError
+from tasks_lib.harness_id import recipe_key
 from tasks_lib.instance import TaskInstance
 from tasks_lib.predictions import Prediction
 from tasks_lib.sources import SourceRecord
@@ -263,7 +264,8 @@ class _Scoring:
         if tooling_problems:
             note = "the patch changes the test tooling of the image: " + "; ".join(tooling_problems)
             return self.verdict(Status.PATCH_TOUCHES_TESTS, Blame.PATCH, note)
-        self.key = cache_key(inst.instance_id, self.prediction.patch_sha256, image_id)
+        recipe = recipe_key(self.source)
+        self.key = cache_key(inst.instance_id, self.prediction.patch_sha256, image_id, recipe)
         return None
 
     def refused(self, problems) -> Verdict:

@@ -15,6 +15,7 @@ from pathlib import Path
 from tasks_lib import curation, stopping
 from tasks_lib.constants import ExtractionStatus
 from tasks_lib.extraction import ExtractionResult
+from tasks_lib.harness_id import harness_key
 from tasks_lib.season import Season
 from tasks_lib.sources import SourceRecord
 
@@ -157,24 +158,6 @@ def plan_extractions(
             )
         )
     return jobs, missing
-
-
-def harness_key(source: SourceRecord, images_key: str = "") -> str:
-    """sha256 of what of the harness decides an extraction besides its commits and locks: the harness
-    version, the source record, the container recipes and the base images' identity."""
-    import dataclasses
-    import hashlib
-
-    from tasks_lib import paths
-    from tasks_lib.constants import EXTRACTION_VERSION, HARNESS_VERSION
-
-    h = hashlib.sha256(f"{HARNESS_VERSION}/{EXTRACTION_VERSION}".encode())
-    h.update(images_key.encode())
-    h.update(repr(dataclasses.replace(source, path=Path(source.name))).encode())
-    root = paths.containers_dir()
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()
 
 
 def failed_job(job: ExtractionJob, error: str) -> ExtractionResult:

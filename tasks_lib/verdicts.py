@@ -71,12 +71,16 @@ class Verdict:
         return cls(**data)
 
 
-def cache_key(instance_id: str, patch_sha: str, image_id: str) -> str:
-    return hashlib.sha256(f"{instance_id}\0{patch_sha}\0{image_id}\0{HARNESS_VERSION}".encode()).hexdigest()
+def cache_key(instance_id: str, patch_sha: str, image_id: str, recipe: str = "") -> str:
+    """`recipe`: what else decides a run (`harness_id.recipe_key`: the source record with its prestart and
+    test commands, the runner and container recipes), so that a change to any of them is never answered by a
+    verdict of the harness before it."""
+    parts = f"{instance_id}\0{patch_sha}\0{image_id}\0{HARNESS_VERSION}" + (f"\0{recipe}" if recipe else "")
+    return hashlib.sha256(parts.encode()).hexdigest()
 
 
 class VerdictCache:
-    """Verdicts on disk, keyed by instance id + patch hash + image id + harness version."""
+    """Verdicts on disk, keyed by instance id + patch hash + image id + harness version and recipe."""
 
     def __init__(self, root: Path | None = None):
         self.root = root or paths.cache_dir() / "verdicts"

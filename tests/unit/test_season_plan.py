@@ -135,6 +135,34 @@ def test_the_harness_key_changes_with_the_harness_version_the_record_and_the_run
     assert season_plan.harness_key(source) != key
 
 
+def test_a_cached_verdict_is_keyed_by_the_prestart_and_the_runner_too(monkeypatch, tmp_path):
+    """Rule: a verdict made before a change of the source's prestart or test command, or of the runner, is
+    never the answer after it (the image id alone does not see them)."""
+    import dataclasses
+    import shutil
+
+    from tasks_lib import paths
+    from tasks_lib.harness_id import recipe_key
+    from tasks_lib.verdicts import cache_key
+
+    source = load_source("demo")
+
+    def key(src):
+        return cache_key("demo-1", "sha-of-patch", "sha256:image", recipe_key(src))
+
+    before = key(source)
+    prestart = dataclasses.replace(source.backend, prestart=("python app/other_prestart.py",))
+    assert key(dataclasses.replace(source, backend=prestart)) != before
+    command = dataclasses.replace(source.backend, test_command="python -m pytest -x")
+    assert key(dataclasses.replace(source, backend=command)) != before
+    copy = tmp_path / "containers"
+    shutil.copytree(paths.containers_dir(), copy)
+    monkeypatch.setattr(paths, "containers_dir", lambda: copy)
+    assert key(source) == before
+    (copy / "runner" / "pbench_runner.py").write_text("# another runner\n")
+    assert key(source) != before
+
+
 def test_the_harness_key_changes_with_the_base_images_and_the_harness_version(monkeypatch):
     """Rule: a rebuilt base image (a new id) or a harness version bump re-extracts; the same inputs give the
     same key."""
