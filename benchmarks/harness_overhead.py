@@ -281,6 +281,7 @@ BREAKDOWN_HEADERS = [
     "copy",
     "snapshot",
     "patch",
+    "gate",
     "prestart",
     "test",
     "eng.other",
