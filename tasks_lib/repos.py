@@ -120,15 +120,8 @@ def repo_dir(
 
 def _has_commits(git_dir: Path, shas: tuple[str, ...]) -> bool:
     """Whether every one of `shas` is a commit of the clone (one `git cat-file --batch-check`)."""
-    import subprocess
-
-    query = "".join(f"{sha}^{{commit}}\n" for sha in shas)
-    out = subprocess.run(
-        ["git", "--git-dir", str(git_dir), "cat-file", "--batch-check"],
-        input=query,
-        capture_output=True,
-        text=True,
-    )
-    lines = out.stdout.splitlines()
+    query = "".join(f"{sha}^{{commit}}\n" for sha in shas).encode()
+    out = git(["--git-dir", str(git_dir), "cat-file", "--batch-check"], input=query, check=False)
+    lines = out.stdout.decode(errors="replace").splitlines()
     kinds = [line.split()[1:2] for line in lines]
     return out.returncode == 0 and len(lines) == len(shas) and all(k == ["commit"] for k in kinds)
