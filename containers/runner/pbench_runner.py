@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import pbench_await  # noqa: E402
 import pbench_protect as protect  # noqa: E402
 from pbench_proc import (  # noqa: E402
     OUT,
@@ -39,10 +40,6 @@ from pbench_proc import (  # noqa: E402
 )
 
 IN = Path("/pbench/in")
-# Written by the host once the run's services answer (a job with "await_gate"): the runner takes the snapshot,
-# applies the patches and freezes the tree meanwhile, and runs no code of the repository before it exists.
-GATE = IN / "gate"
-GATE_POLL_S = 0.02
 STAGE = Path("/pbench/stage")  # where the test user's runner writes its reports (made just before the tests)
 TOOLS = Path(__file__).parent
 TEST_HOME = Path("/tmp/pbench-home")
@@ -246,14 +243,15 @@ class Run:
         fresh_dir(TEST_HOME)
 
     def await_gate(self) -> None:
-        """Wait for the host's word that the services answer (the phase says so: a run stopped here never ran
-        the patch's code)."""
-        if not self.job.get("await_gate"):
+        """Wait until the run's services (and a frontend run's backend server) answer, asked from here
+        (pbench_await): the container started while they started and has set its tree up meanwhile. The phase
+        says so: a run stopped here never ran the patch's code."""
+        probes = self.job.get("await") or []
+        if not probes:
             return
         phase("services")
         t0 = time.monotonic()
-        while not GATE.exists():
-            time.sleep(GATE_POLL_S)
+        pbench_await.wait_for(probes)
         self.timings["gate_wait_s"] = round(time.monotonic() - t0, 3)
 
     def prestart(self) -> bool:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tasks_lib import canaries as canary_lib
 from tasks_lib import globs, jsonc, paths
-from tasks_lib.engine.records import PINNED_ENV, RunRequest
+from tasks_lib.engine.records import DB_PORT, PINNED_ENV, RunRequest, service_aliases
 from tasks_lib.engine.stack import tar
 from tasks_lib.sources import SourceRecord
 
@@ -22,6 +22,7 @@ RUNNER_FILES = (
     "pbench_protect.py",
     "pbench_pytest.py",
     "pbench_frontend.py",
+    "pbench_await.py",
 )
 FRONTEND_TOOL_FILES = ("playwright.pbench.config.mjs", "pbench-forward.mjs")
 SERVE_TIMEOUT_S = 120
@@ -38,7 +39,11 @@ def tool_files(frontend: bool) -> dict[str, bytes]:
     return files
 
 
-def job(request: RunRequest, workdir: str, prestart: list[str], test: dict, canaries=(), **extra) -> dict:
+def job(
+    request: RunRequest, workdir: str, prestart: list[str], test: dict, canaries=(), awaits=(), **extra
+) -> dict:
+    """`awaits`: what the runner waits for before any code of the repository runs (containers/runner/
+    pbench_await.py)."""
     patches = [
         {"name": p.name, "file": f"patches/{i:02d}-{p.name}.diff", "untrusted": p.untrusted}
         for i, p in enumerate(request.patches)
@@ -53,6 +58,7 @@ def job(request: RunRequest, workdir: str, prestart: list[str], test: dict, cana
         "canaries": [c.to_job() for c in canaries],
         "output_cap": request.output_cap,
         "pytest_plugins": list(request.pytest_plugins) if request.pytest_plugins is not None else None,
+        "await": list(awaits),
         **extra,
     }
 
@@ -68,11 +74,13 @@ def archive(request: RunRequest, job_: dict, frontend: bool) -> bytes:
     return tar(files)
 
 
-def open_gate(container, job_: dict) -> None:
-    """Tell the runner of a job with "await_gate" that the services answer: it has set the tree up meanwhile
-    and now runs the repository's code (containers/runner/pbench_runner.py, `await_gate`)."""
-    if job_.get("await_gate"):
-        container.put_archive("/pbench/in", tar({"gate": b""}))
+def service_probes(source: SourceRecord) -> list[dict]:
+    """What a runner of the backend's tree waits for before any code of the repository runs (its gate,
+    containers/runner/pbench_await.py): every service of the run answering on the private network."""
+    return [
+        {"kind": "postgres", "host": alias, "port": DB_PORT, "user": s.user, "db": s.db}
+        for alias, s in zip(service_aliases(source), source.backend.services, strict=True)
+    ]
 
 
 def trace(job_: dict) -> str:
@@ -103,16 +111,14 @@ def backend_job(request: RunRequest) -> tuple[dict, list]:
         "selection": selection,
         "continue_on_collection_errors": request.continue_on_collection_errors,
     }
-    job_ = job(
-        request, backend.dir, list(backend.prestart), test, canaries, await_gate=bool(backend.services)
-    )
+    job_ = job(request, backend.dir, list(backend.prestart), test, canaries, service_probes(request.source))
     return job_, canaries
 
 
 def serve_job(request: RunRequest) -> dict:
     backend = request.source.backend
     test = {"runner": "serve", "command": backend.serve_command}
-    return job(request, backend.dir, list(backend.prestart), test, await_gate=bool(backend.services))
+    return job(request, backend.dir, list(backend.prestart), test, awaits=service_probes(request.source))
 
 
 def frontend_job(request: RunRequest, selection: list[str], global_timeout_ms: int) -> tuple[dict, list]:
@@ -135,8 +141,9 @@ def frontend_job(request: RunRequest, selection: list[str], global_timeout_ms: i
     }
     test = {"runner": fe.runner, "selection": selection}
     # Its gate opens once the backend-serve container answers: the container sets its tree up meanwhile.
-    extra = {"frontend": frontend, "frontend_dir": fe.dir, "await_gate": True}
-    job_ = job(request, fe.dir, list(fe.prestart), test, canaries, **extra)
+    server = {"kind": "http", "url": f"http://backend:{backend.serve_port}/"}
+    extra = {"frontend": frontend, "frontend_dir": fe.dir}
+    job_ = job(request, fe.dir, list(fe.prestart), test, canaries, [server], **extra)
     return job_, canaries
 
 

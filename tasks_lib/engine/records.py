@@ -23,6 +23,12 @@ PINNED_ENV = {
 # (inside the container) and charged to the patch. The host never holds more than this of one run.
 OUTPUT_CAP_BYTES = 64 * 2**20
 DB_ALIAS = "db"
+DB_PORT = 5432
+
+
+def service_aliases(source: SourceRecord) -> list[str]:
+    """The services' names on the run's private network: the first one "db", then "db1", "db2"..."""
+    return [DB_ALIAS if i == 0 else f"{DB_ALIAS}{i}" for i in range(len(source.backend.services))]
 
 
 @dataclass(frozen=True)

@@ -79,9 +79,9 @@ def _run_tests(request: RunRequest, settings: Settings) -> RunResult:
     try:
         stack.create_network()
         # The services start while the snapshot is taken and the side's containers are created, filled and
-        # started: their runners set the tree up and wait at the gate, which opens once `ready` returns, so no
-        # code of the repository runs before the services answer (services_s: the launch plus that wait; the
-        # runner's gate_wait_s: the part of it still on the run's critical path).
+        # started: their runners set the tree up and wait at their gate until the services answer them, so no
+        # code of the repository runs before (services_s: the launch plus the host's own watch, `ready`; the
+        # runner's gate_wait_s: the part of the services' start still on the run's critical path).
         t0 = time.monotonic()
         service_env, launched = services.launch_services(stack, request.source, settings, deadline)
         result.timings["services_s"] = round(time.monotonic() - t0, 3)
@@ -122,7 +122,7 @@ class _Side:
 
     def start(self, image, role: str, env: dict, job: dict, frontend: bool, aliases=None):
         """A sandbox of `job` created, filled and started: its runner sets the tree up (snapshot, patches,
-        protections), then waits at its gate until `jobs.open_gate`."""
+        protections), then waits at its gate until what its job awaits answers (`jobs.service_probes`)."""
         container = self.stack.sandbox(image.tag, role, env, self.settings, aliases=aliases)
         t0 = time.monotonic()
         container.put_archive("/work/repo", self.snapshot)
@@ -140,8 +140,7 @@ def _run_backend(side: _Side, image) -> None:
     env = jobs.backend_env(side.request.source, side.service_env)
     container = side.start(image, "tests", env, job, False)
     t0 = time.monotonic()
-    side.ready()
-    jobs.open_gate(container, job)
+    side.ready()  # the runner asks the services itself; a service that fails or never answers ends the run here
     _finish_side(side, container, canaries, None, t0)
 
 
@@ -160,11 +159,9 @@ def _run_frontend(side: _Side, backend_image, image) -> None:
     container = side.start(image, "tests", jobs.frontend_env(request.source), job, True)
     t1 = time.monotonic()
     side.ready()
-    jobs.open_gate(server, serve)
     if not _serving(side, server):
         return
     side.result.timings["backend_serve_s"] = round(time.monotonic() - t0, 3)
-    jobs.open_gate(container, job)
     _finish_side(side, container, canaries, server, t1)
 
 

@@ -6,7 +6,7 @@ import time
 
 from tasks_lib import images
 from tasks_lib.config import Settings
-from tasks_lib.engine.records import DB_ALIAS
+from tasks_lib.engine.records import DB_PORT, service_aliases
 from tasks_lib.engine.stack import LOG_CONFIG, Stack
 from tasks_lib.errors import InfraError
 from tasks_lib.sources import SourceRecord
@@ -62,14 +62,15 @@ def launch_services(
     in the background, not awaited: (their environment, `ready`), where `ready()` returns once every service
     answers (ServiceTimeout at the deadline; a Docker failure of their making is raised there too). The
     engine takes the snapshot and creates, fills and starts the side's containers meanwhile; their runners
-    pass the gate only after `ready()`."""
+    pass their gate only once the services answer them (containers/runner/pbench_await.py): `ready()` is the
+    host's own watch of the same services, which ends the run when one fails or never answers."""
     from concurrent.futures import ThreadPoolExecutor
 
     services = source.backend.services
-    aliases = [DB_ALIAS if i == 0 else f"{DB_ALIAS}{i}" for i in range(len(services))]
+    aliases = service_aliases(source)
     env: dict[str, str] = {}
     for alias, service in zip(aliases, services, strict=True):
-        env.update(service.render_env(alias, 5432))
+        env.update(service.render_env(alias, DB_PORT))
     if not services:
         return env, lambda: None
 

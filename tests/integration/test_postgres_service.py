@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from tasks_lib import docker_client, engine
+from tasks_lib import docker_client, engine, paths
 from tasks_lib.config import Settings
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -83,5 +83,18 @@ def test_service_cluster_is_the_same_whichever_way_it_was_made(demo_source, base
             remove=True,
         )
         assert b"accepting connections" in probe
+        # The runner's own gate (pbench_await, no libpq) says the same of it from the private network.
+        code = (paths.containers_dir() / "runner" / "pbench_await.py").read_text() + (
+            f"\nprint(postgres_ready({engine.DB_ALIAS!r}, 5432, {service.user!r}, {service.db!r}),"
+            f" postgres_ready({engine.DB_ALIAS!r}, 5433, {service.user!r}, {service.db!r}))"
+        )
+        answer = client.containers.run(
+            pg.image.id,
+            entrypoint=["python3", "-I", "-c", code],
+            network=stack.network.name,
+            labels=stack.labels,
+            remove=True,
+        )
+        assert answer.split() == [b"True", b"False"]  # the service's port answers; nothing else does
     finally:
         stack.close()

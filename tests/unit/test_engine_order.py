@@ -1,7 +1,8 @@
 """The order of one engine run's Docker steps (fakes in place of the daemon): the services start first; the
 snapshot is taken and the side's containers are created, filled and started while the database starts (their
-runners set the tree up and wait at the gate); the gate opens only once the services answer, so nothing of
-the repository runs before; a service that never answers is infrastructure and no gate opens."""
+runners set the tree up and wait at their gate until what their job awaits answers them, so nothing of the
+repository runs before: pbench_await); nothing is put into a container once it has started; a service that
+never answers is infrastructure."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ class FakeContainer:
         self.events, self.name = events, name
 
     def put_archive(self, path, data):
-        self.events.append(f"gate {self.name}" if path == "/pbench/in" else f"fill {self.name}")
+        self.events.append(f"fill {self.name}")
 
     def start(self):
         self.events.append(f"start {self.name}")
@@ -80,9 +81,7 @@ def _launch(events, fail=False):
 
 
 @pytest.mark.parametrize("side", [Side.BACKEND, Side.FRONTEND])
-def test_containers_start_while_the_services_start_and_pass_the_gate_after(
-    fake_engine, monkeypatch, tmp_path, side
-):
+def test_containers_start_while_the_services_start(fake_engine, monkeypatch, tmp_path, side):
     events = fake_engine
     monkeypatch.setattr(run.services, "launch_services", _launch(events))
     source = load_source("demo")
@@ -91,34 +90,41 @@ def test_containers_start_while_the_services_start_and_pass_the_gate_after(
     )
     first = "backend" if side == Side.FRONTEND else "tests"  # the container whose prestart needs the database
     assert events.index("services started") < events.index("snapshot") < events.index(f"fill {first}")
-    # Its set-up overlaps the database's start-up; its code runs only after the services answer.
-    assert events.index(f"start {first}") < events.index("services awaited") < events.index(f"gate {first}")
-    if side == Side.FRONTEND:  # the frontend tests start beside the server and go on once it answers
-        assert events.index("start tests") < events.index("services awaited")
-        assert events.index("backend answers") < events.index("gate tests")
+    # Its set-up overlaps the database's start-up; the host watches the services after (the runner's gate).
+    assert events.index(f"start {first}") < events.index("services awaited")
+    if side == Side.FRONTEND:  # the frontend tests start beside the server
+        assert (
+            events.index("start tests") < events.index("services awaited") < events.index("backend answers")
+        )
+    for name in ("tests", "backend") if side == Side.FRONTEND else ("tests",):
+        # Filled before it starts, never after: its gate is what its runner asks, not a file from the host.
+        assert max(i for i, e in enumerate(events) if e == f"fill {name}") < events.index(f"start {name}")
     assert events[-1] == "close" and "services_s" in result.timings
 
 
-def test_a_service_that_never_answers_opens_no_gate_and_is_the_harness(fake_engine, monkeypatch, tmp_path):
+def test_a_service_that_never_answers_is_the_harness(fake_engine, monkeypatch, tmp_path):
     events = fake_engine
     monkeypatch.setattr(run.services, "launch_services", _launch(events, fail=True))
     source = load_source("demo")
     result = run._run_tests(RunRequest(source, tmp_path, "c0ffee", tmp_path / "log"), run.Settings.from_env())
-    assert not any(e.startswith("gate ") for e in events)
     assert result.status == RunStatus.INFRA_ERROR and result.blame == Blame.HARNESS
     assert events[-1] == "close"
 
 
-def test_backend_jobs_of_a_source_with_services_and_frontend_jobs_wait_at_the_gate(tmp_path):
+def test_backend_jobs_await_the_services_and_frontend_jobs_the_backend_server(tmp_path):
     from tasks_lib.engine import jobs
 
     demo = load_source("demo")
+    service = demo.backend.services[0]
     request = RunRequest(demo, tmp_path, "c0ffee", tmp_path / "log")
-    assert jobs.backend_job(request)[0]["await_gate"] is True
-    assert jobs.serve_job(request)["await_gate"] is True
-    assert jobs.frontend_job(request, [], 1000)[0]["await_gate"] is True  # the backend-serve container's word
+    postgres = [{"kind": "postgres", "host": "db", "port": 5432, "user": service.user, "db": service.db}]
+    assert jobs.backend_job(request)[0]["await"] == postgres
+    assert jobs.serve_job(request)["await"] == postgres
+    server = {"kind": "http", "url": f"http://backend:{demo.backend.serve_port}/"}
+    assert jobs.frontend_job(request, [], 1000)[0]["await"] == [server]  # the backend-serve container's word
     bare = dataclasses.replace(demo, backend=dataclasses.replace(demo.backend, services=()))
-    assert jobs.backend_job(RunRequest(bare, tmp_path, "c0ffee", tmp_path / "log"))[0]["await_gate"] is False
+    assert jobs.backend_job(RunRequest(bare, tmp_path, "c0ffee", tmp_path / "log"))[0]["await"] == []
+    assert "pbench_await.py" in jobs.tool_files(False)  # the runner's probes travel with it
 
 
 class _SlowDaemon:
