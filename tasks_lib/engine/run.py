@@ -171,10 +171,16 @@ def _finish_side(side: _Side, container, canaries, server, t0: float) -> None:
     request, result, log_dir = side.request, side.result, side.log_dir
     runner_exit = _wait(container, side.deadline, side.timeout, request, result, log_dir)
     result.timings["container_s"] = round(time.monotonic() - t0, 3)
+
+    def keep_log(c) -> None:
+        copy_logs(c, log_dir / f"{c.name.rsplit('-', 1)[-1]}.log", tail=200)
+
+    for c in list(side.stack.containers):
+        if c is server:
+            keep_log(c)
+        elif c is not container:  # a service: it goes (its log kept first) while the outputs are copied
+            side.stack.retire(c, before=keep_log)
     copy_logs(container, log_dir / "container.log")
-    for c in side.stack.containers:
-        if c is not container:
-            copy_logs(c, log_dir / f"{c.name.rsplit('-', 1)[-1]}.log", tail=200)
     extract_out(container, log_dir, request.output_cap)
     if server is not None:
         extract_out(server, log_dir / "backend-serve", request.output_cap)

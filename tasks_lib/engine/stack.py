@@ -97,12 +97,30 @@ class Stack:
         self.containers.append(container)
         return container
 
+    def retire(self, container, before=None) -> None:
+        """Remove `container` in the background now (after `before(container)`, e.g. a copy of its log): a
+        service no longer needed goes while the run's outputs are copied. `close` waits for it."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.containers.remove(container)
+
+        def go() -> None:
+            try:
+                if before is not None:
+                    before(container)
+            finally:
+                _remove_container(container)
+
+        pool = ThreadPoolExecutor(1, thread_name_prefix="pbench-retire")
+        self.pending.append(pool.submit(go))
+        pool.shutdown(wait=False)
+
     def close(self) -> None:
         """Containers removed side by side (each removal is a kill and a wait in the daemon), then the
         volumes they used and the network, side by side too (nothing else uses them by then)."""
         from concurrent.futures import ThreadPoolExecutor, wait
 
-        wait(self.pending)  # what is still being made is removed with the rest
+        wait(self.pending)  # what is still being made or retired is removed with the rest
         rest = [(f"volume {v.name}", lambda v=v: v.remove(force=True)) for v in self.volumes]
         if self.network is not None:
             rest.append((f"network {self.network.name}", self.network.remove))

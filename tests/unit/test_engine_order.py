@@ -161,3 +161,32 @@ def test_services_made_in_the_background_are_removed_even_when_the_run_ends_firs
     assert events[:2] == ["create pbench-r1-db0 as ['db']", "start pbench-r1-db0"]
     assert set(events[2:]) == {"remove pbench-r1-db0", "remove network"}  # its data was on a tmpfs
 
+
+def test_a_retired_service_goes_in_the_background_after_its_log_and_close_waits_for_it():
+    import threading
+
+    from tasks_lib.engine.stack import Stack
+
+    events: list[str] = []
+    copied = threading.Event()
+    stack = Stack(None, "r2")
+    stack.network = SimpleNamespace(name="pbench-r2", remove=lambda: events.append("remove network"))
+
+    def container(name):
+        return SimpleNamespace(name=name, remove=lambda force, v: events.append(f"remove {name}"))
+
+    db, tests = container("db0"), container("tests")
+    stack.containers += [tests, db]
+
+    def keep_log(c):
+        copied.wait(5)  # still copying when the run goes on
+        events.append(f"log {c.name}")
+
+    stack.retire(db, before=keep_log)
+    assert stack.containers == [tests]  # no longer the close's to remove
+    events.append("outputs copied")
+    copied.set()
+    stack.close()
+    assert events.index("outputs copied") < events.index("log db0") < events.index("remove db0")
+    assert events.count("remove db0") == 1 and "remove tests" in events
+    assert events[-1] == "remove network"
