@@ -78,21 +78,15 @@ def _run_tests(request: RunRequest, settings: Settings) -> RunResult:
     stack = Stack(docker_client.get(), uuid.uuid4().hex[:12])
     try:
         stack.create_network()
-        # The services start while the snapshot is taken and the side's containers are created, filled and
-        # started: their runners set the tree up and wait at their gate until the services answer them, so no
-        # code of the repository runs before (services_s: the launch plus the host's own watch, `ready`; the
-        # runner's gate_wait_s: the part of the services' start still on the run's critical path).
+        # The services start while the snapshot is taken and the side's containers are created and filled; the
+        # containers start once the services run, their runners set the tree up and wait at their gate until the
+        # services answer them, so no code of the repository runs before (services_s: the launch plus the host's
+        # waits for them; the runner's gate_wait_s: the part of their start still on the run's critical path).
         t0 = time.monotonic()
-        service_env, launched = services.launch_services(stack, request.source, settings, deadline)
+        launched = services.launch_services(stack, request.source, settings, deadline)
         result.timings["services_s"] = round(time.monotonic() - t0, 3)
-
-        def ready() -> None:
-            t1 = time.monotonic()
-            launched()
-            result.timings["services_s"] = round(result.timings["services_s"] + time.monotonic() - t1, 3)
-
         snapshot, result.stubbed_files = gitops.snapshot(request.repo, request.commit)
-        side = _Side(stack, request, settings, deadline, timeout, result, snapshot, ready, service_env)
+        side = _Side(stack, request, settings, deadline, timeout, result, snapshot, launched)
         if request.side == Side.FRONTEND:
             _run_frontend(side, backend_image, image)
         else:
@@ -112,13 +106,24 @@ def _run_tests(request: RunRequest, settings: Settings) -> RunResult:
 
 class _Side:
     """What every step of one side's run needs: the stack, the request, the snapshot, the clock, the result
-    being written, and `ready` (returns once the services answer)."""
+    being written, and the services: `started()` returns once their containers run, `ready()` once they
+    answer (both timed into services_s)."""
 
-    def __init__(self, stack, request, settings, deadline, timeout, result, snapshot, ready, service_env):
+    def __init__(self, stack, request, settings, deadline, timeout, result, snapshot, launched):
         self.stack, self.request, self.settings = stack, request, settings
         self.deadline, self.timeout, self.result = deadline, timeout, result
-        self.snapshot, self.ready, self.service_env = snapshot, ready, service_env
+        self.snapshot, self.service_env = snapshot, launched.env
+        self.started, self.ready = self._timed(launched.started), self._timed(launched.ready)
         self.log_dir = Path(request.log_dir)
+
+    def _timed(self, step):
+        def wait() -> None:
+            t0 = time.monotonic()
+            step()
+            timings = self.result.timings
+            timings["services_s"] = round(timings["services_s"] + time.monotonic() - t0, 3)
+
+        return wait
 
     def start(self, image, role: str, env: dict, job: dict, frontend: bool, aliases=None):
         """A sandbox of `job` created, filled and started: its runner sets the tree up (snapshot, patches,
@@ -130,6 +135,7 @@ class _Side:
         if role == "tests":
             (self.log_dir / "job.json").write_text(jobs.trace(job))
             self.result.timings["copy_s"] = round(time.monotonic() - t0, 3)
+        self.started()  # the services' names resolve before its runner looks them up
         container.start()
         return container
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from tasks_lib import images
 from tasks_lib.config import Settings
@@ -44,9 +46,24 @@ def start_services(
 ) -> dict[str, str]:
     """`launch_services`, then wait until every service answers: the environment that tells the tests where
     they are. `options` (`wait`, `pg_image`) are for benchmarks comparing variants."""
-    env, ready = launch_services(stack, source, settings, deadline, **options)
-    ready()
-    return env
+    launched = launch_services(stack, source, settings, deadline, **options)
+    launched.ready()
+    return launched.env
+
+
+@dataclass(frozen=True)
+class Launched:
+    """The services of a run being started in the background.
+
+    `env`: where the tests find them. `started()`: returns once every service container runs, so that its
+    name resolves on the private network (a name that does not resolve yet costs a runner's lookup 10 s on an
+    internal network: the embedded DNS asks resolvers it cannot reach); the side's containers start after it.
+    `ready()`: returns once every service answers (ServiceTimeout at the deadline; a Docker failure of their
+    making is raised by both)."""
+
+    env: dict[str, str]
+    started: Callable[[], None]
+    ready: Callable[[], None]
 
 
 def launch_services(
@@ -57,13 +74,12 @@ def launch_services(
     *,
     wait=wait_for_postgres,
     pg_image: str | None = None,
-):
+) -> Launched:
     """The source's services on the run's private network (the first one aliased "db"), created and started
-    in the background, not awaited: (their environment, `ready`), where `ready()` returns once every service
-    answers (ServiceTimeout at the deadline; a Docker failure of their making is raised there too). The
-    engine takes the snapshot and creates, fills and starts the side's containers meanwhile; their runners
-    pass their gate only once the services answer them (containers/runner/pbench_await.py): `ready()` is the
-    host's own watch of the same services, which ends the run when one fails or never answers."""
+    in the background, not awaited. The engine takes the snapshot and creates and fills the side's containers
+    meanwhile, and starts them once the services run; their runners pass their gate only once the services
+    answer them (containers/runner/pbench_await.py): `ready()` is the host's own watch of the same services,
+    which ends the run when one fails or never answers."""
     from concurrent.futures import ThreadPoolExecutor
 
     services = source.backend.services
@@ -72,7 +88,7 @@ def launch_services(
     for alias, service in zip(aliases, services, strict=True):
         env.update(service.render_env(alias, DB_PORT))
     if not services:
-        return env, lambda: None
+        return Launched(env, lambda: None, lambda: None)
 
     def launch() -> list:
         image = pg_image or images.bootstrap(settings)["postgres"].tag
@@ -82,19 +98,19 @@ def launch_services(
         ]
 
     pool = ThreadPoolExecutor(1, thread_name_prefix="pbench-services")
-    started = pool.submit(launch)
+    launching = pool.submit(launch)
     pool.shutdown(wait=False)
-    stack.pending.append(started)
+    stack.pending.append(launching)
     awaited = []
 
     def ready() -> None:
         if awaited:
             return  # a second call has nothing left to wait for
-        for container, service in started.result():
+        for container, service in launching.result():
             wait(container, service, deadline)
         awaited.append(True)
 
-    return env, ready
+    return Launched(env, lambda: launching.result() and None, ready)
 
 
 # The cluster lives in memory: it dies with the run anyway (durability is off), and a volume cost a create and a
