@@ -1,4 +1,4 @@
-"""The Docker objects of one run: a private network, service containers and volumes, sandboxed containers.
+"""The Docker objects of one run: a private network, service containers, sandboxed containers.
 
 `Stack.close()` removes all of them, whatever happened. Everything carries the project's labels, so that
 `pbench cleanup` (and the test suite's leak check) find what a crash left.
@@ -53,7 +53,6 @@ class Stack:
         self.labels = {LABEL: "1", LABEL_RUN: run_id, LABEL_OWNER: os.environ.get("PBENCH_OWNER", "pbench")}
         self.containers: list = []
         self.network = None
-        self.volumes: list = []
         self.pending: list = []  # futures of Docker objects still being made in the background (services)
 
     def create_network(self):
@@ -116,19 +115,15 @@ class Stack:
         pool.shutdown(wait=False)
 
     def close(self) -> None:
-        """Containers removed side by side (each removal is a kill and a wait in the daemon), then the
-        volumes they used and the network, side by side too (nothing else uses them by then)."""
+        """Containers removed side by side (each removal is a kill and a wait in the daemon; their anonymous
+        volumes with them), then the network (nothing else uses it by then)."""
         from concurrent.futures import ThreadPoolExecutor, wait
 
         wait(self.pending)  # what is still being made or retired is removed with the rest
-        rest = [(f"volume {v.name}", lambda v=v: v.remove(force=True)) for v in self.volumes]
-        if self.network is not None:
-            rest.append((f"network {self.network.name}", self.network.remove))
-        with ThreadPoolExecutor(
-            max(1, len(self.containers), len(rest)), thread_name_prefix="pbench-close"
-        ) as pool:
+        with ThreadPoolExecutor(max(1, len(self.containers)), thread_name_prefix="pbench-close") as pool:
             list(pool.map(_remove_container, self.containers))
-            list(pool.map(lambda item: remove(*item), rest))
+        if self.network is not None:
+            remove(f"network {self.network.name}", self.network.remove)
 
 
 def _remove_container(c) -> None:
