@@ -78,10 +78,10 @@ def _run_tests(request: RunRequest, settings: Settings) -> RunResult:
     stack = Stack(docker_client.get(), uuid.uuid4().hex[:12])
     try:
         stack.create_network()
-        # The services start while the snapshot is taken and the side's containers are created and filled; the
-        # containers start once the services run, their runners set the tree up and wait at their gate until the
-        # services answer them, so no code of the repository runs before (services_s: the launch plus the host's
-        # waits for them; the runner's gate_wait_s: the part of their start still on the run's critical path).
+        # The services start while the snapshot is taken and the side's containers are created, filled and
+        # started; their runners set the tree up and wait at their gate until the services answer them, so no
+        # code of the repository runs before (services_s: the launch plus the host's wait for them; the runner's
+        # gate_wait_s: the part of their start still on the run's critical path).
         t0 = time.monotonic()
         launched = services.launch_services(stack, request.source, settings, deadline)
         result.timings["services_s"] = round(time.monotonic() - t0, 3)
@@ -106,14 +106,13 @@ def _run_tests(request: RunRequest, settings: Settings) -> RunResult:
 
 class _Side:
     """What every step of one side's run needs: the stack, the request, the snapshot, the clock, the result
-    being written, and the services: `started()` returns once their containers run, `ready()` once they
-    answer (both timed into services_s)."""
+    being written, and the services: `ready()` returns once they answer (timed into services_s)."""
 
     def __init__(self, stack, request, settings, deadline, timeout, result, snapshot, launched):
         self.stack, self.request, self.settings = stack, request, settings
         self.deadline, self.timeout, self.result = deadline, timeout, result
         self.snapshot, self.service_env = snapshot, launched.env
-        self.started, self.ready = self._timed(launched.started), self._timed(launched.ready)
+        self.ready = self._timed(launched.ready)
         self.log_dir = Path(request.log_dir)
 
     def _timed(self, step):
@@ -127,7 +126,9 @@ class _Side:
 
     def start(self, image, role: str, env: dict, job: dict, frontend: bool, aliases=None):
         """A sandbox of `job` created, filled and started: its runner sets the tree up (snapshot, patches,
-        protections), then waits at its gate until what its job awaits answers (`jobs.service_probes`)."""
+        protections), then waits at its gate until what its job awaits answers (`jobs.service_probes`). It may
+        start before the services' containers run: the gate's lookups of their names are bounded
+        (containers/runner/pbench_await.py)."""
         container = self.stack.sandbox(image.tag, role, env, self.settings, aliases=aliases)
         t0 = time.monotonic()
         container.put_archive("/work/repo", self.snapshot)
@@ -135,7 +136,6 @@ class _Side:
         if role == "tests":
             (self.log_dir / "job.json").write_text(jobs.trace(job))
             self.result.timings["copy_s"] = round(time.monotonic() - t0, 3)
-        self.started()  # the services' names resolve before its runner looks them up
         container.start()
         return container
 

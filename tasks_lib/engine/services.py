@@ -55,14 +55,10 @@ def start_services(
 class Launched:
     """The services of a run being started in the background.
 
-    `env`: where the tests find them. `started()`: returns once every service container runs, so that its
-    name resolves on the private network (a name that does not resolve yet costs a runner's lookup 10 s on an
-    internal network: the embedded DNS asks resolvers it cannot reach); the side's containers start after it.
-    `ready()`: returns once every service answers (ServiceTimeout at the deadline; a Docker failure of their
-    making is raised by both)."""
+    `env`: where the tests find them. `ready()`: returns once every service answers (ServiceTimeout at the
+    deadline; a Docker failure of their making is raised there)."""
 
     env: dict[str, str]
-    started: Callable[[], None]
     ready: Callable[[], None]
 
 
@@ -76,10 +72,10 @@ def launch_services(
     pg_image: str | None = None,
 ) -> Launched:
     """The source's services on the run's private network (the first one aliased "db"), created and started
-    in the background, not awaited. The engine takes the snapshot and creates and fills the side's containers
-    meanwhile, and starts them once the services run; their runners pass their gate only once the services
-    answer them (containers/runner/pbench_await.py): `ready()` is the host's own watch of the same services,
-    which ends the run when one fails or never answers."""
+    in the background, not awaited. The engine takes the snapshot and creates, fills and starts the side's
+    containers meanwhile; their runners pass their gate only once the services answer them
+    (containers/runner/pbench_await.py): `ready()` is the host's own watch of the same services, which ends the
+    run when one fails or never answers."""
     from concurrent.futures import ThreadPoolExecutor
 
     services = source.backend.services
@@ -88,7 +84,7 @@ def launch_services(
     for alias, service in zip(aliases, services, strict=True):
         env.update(service.render_env(alias, DB_PORT))
     if not services:
-        return Launched(env, lambda: None, lambda: None)
+        return Launched(env, lambda: None)
 
     def launch() -> list:
         image = pg_image or images.bootstrap(settings)["postgres"].tag
@@ -110,7 +106,7 @@ def launch_services(
             wait(container, service, deadline)
         awaited.append(True)
 
-    return Launched(env, lambda: launching.result() and None, ready)
+    return Launched(env, ready)
 
 
 # The cluster lives in memory: it dies with the run anyway (durability is off), and a volume cost a create and a

@@ -75,8 +75,7 @@ def _launch(events, fail=False):
             if fail:
                 raise services.ServiceTimeout("postgres did not become ready")
 
-        started = lambda: events.append("services run")  # noqa: E731
-        return services.Launched({"POSTGRES_SERVER": "db"}, started, ready)
+        return services.Launched({"POSTGRES_SERVER": "db"}, ready)
 
     return launch
 
@@ -91,9 +90,9 @@ def test_containers_start_while_the_services_start(fake_engine, monkeypatch, tmp
     )
     first = "backend" if side == Side.FRONTEND else "tests"  # the container whose prestart needs the database
     assert events.index("services launched") < events.index("snapshot") < events.index(f"fill {first}")
-    # Made and filled while the database starts; started once the service runs (its name resolves), before it
-    # answers; the host watches the services after (the runner's gate asks them itself).
-    assert events.index("services run") < events.index(f"start {first}") < events.index("services awaited")
+    # Made, filled and started while the database starts (the runner's gate asks the services itself, its
+    # lookups bounded); the host watches the services after.
+    assert events.index(f"start {first}") < events.index("services awaited")
     if side == Side.FRONTEND:  # the frontend tests start beside the server
         assert (
             events.index("start tests") < events.index("services awaited") < events.index("backend answers")
@@ -157,7 +156,7 @@ def test_services_made_in_the_background_are_removed_even_when_the_run_ends_firs
     stack.network = SimpleNamespace(name="pbench-r1", remove=lambda: events.append("remove network"))
     launched = services.launch_services(stack, load_source("demo"), run.Settings.from_env(), 0, pg_image="pg")
     assert launched.env["POSTGRES_SERVER"] == "db" and events == []  # the environment at once, the rest later
-    stack.close()  # e.g. the side's container failed to start before `started` was called
+    stack.close()  # e.g. the side's container failed to start before the services were awaited
     assert events[:2] == ["create pbench-r1-db0 as ['db']", "start pbench-r1-db0"]
     assert set(events[2:]) == {"remove pbench-r1-db0", "remove network"}  # its data was on a tmpfs
 
@@ -190,15 +189,3 @@ def test_a_retired_service_goes_in_the_background_after_its_log_and_close_waits_
     assert events.index("outputs copied") < events.index("log db0") < events.index("remove db0")
     assert events.count("remove db0") == 1 and "remove tests" in events
     assert events[-1] == "remove network"
-
-
-def test_started_returns_once_the_service_containers_run():
-    from tasks_lib.engine.stack import Stack
-
-    events: list[str] = []
-    stack = Stack(_SlowDaemon(events), "r1")
-    stack.network = SimpleNamespace(name="pbench-r1", remove=lambda: None)
-    launched = services.launch_services(stack, load_source("demo"), run.Settings.from_env(), 0, pg_image="pg")
-    launched.started()  # the daemon takes 0.3 s to create it
-    assert events == ["create pbench-r1-db0 as ['db']", "start pbench-r1-db0"]
-    stack.close()

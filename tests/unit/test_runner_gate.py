@@ -12,6 +12,7 @@ import socketserver
 import struct
 import sys
 import threading
+import time
 
 import pytest
 
@@ -117,6 +118,63 @@ def test_a_job_that_awaits_postgres_waits_until_it_answers(runner, tmp_path, fak
     waiter.join(timeout=10)
     assert not waiter.is_alive()
     assert run_.timings["gate_wait_s"] >= 0.5
+
+
+def test_a_lookup_left_unanswered_is_given_up_and_asked_again(runner, monkeypatch, fake_postgres):
+    """The container starts before the service's does: Docker's embedded DNS leaves a name it does not know yet
+    unanswered (a lookup gives up after 10 s), so the probe bounds each lookup and asks again; the first one
+    after the name is known answers."""
+    import pbench_await
+
+    server = fake_postgres([AUTH_SASL])
+    known = threading.Event()
+    real = socket.getaddrinfo
+    hanging: list[str] = []
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host != "db":
+            return real(host, port, *args, **kwargs)
+        if not known.is_set():
+            hanging.append(host)
+            known.wait(30)  # unanswered until long after the name is known
+            time.sleep(30)
+        return real("127.0.0.1", port, *args, **kwargs)
+
+    monkeypatch.setattr(pbench_await.socket, "getaddrinfo", getaddrinfo)
+    probe = {"kind": "postgres", "host": "db", "port": server.port, "user": "app", "db": "appdb"}
+    assert not pbench_await.ready(probe)
+    assert not pbench_await.ready(probe) and len(hanging) == 2  # each try asks again
+    known.set()
+    waiter = threading.Thread(target=pbench_await.wait_for, args=([probe],))
+    waiter.start()
+    waiter.join(timeout=5)
+    assert not waiter.is_alive()  # answered, though the lookups made before are still hanging
+    assert len(server.startups) == 1
+    http_probe = {"kind": "http", "url": f"http://db:{server.port}/"}
+    known.clear()
+    assert not pbench_await.ready(http_probe)  # the same bound before an HTTP probe
+
+
+def test_lookups_still_hanging_are_bounded(runner, monkeypatch):
+    import pbench_await
+
+    release = threading.Event()
+    calls: list[str] = []
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        calls.append(host)
+        release.wait(30)
+        raise socket.gaierror(-3, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(pbench_await.socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(pbench_await, "MAX_LOOKUPS", 3)
+    monkeypatch.setattr(pbench_await, "_lookups", [])
+    try:
+        for _ in range(5):
+            assert pbench_await.resolve("db", 5432, wait=0.01) is None
+        assert len(calls) == 3  # no more threads than the bound while the first ones hang
+    finally:
+        release.set()
 
 
 class _Status(http.server.BaseHTTPRequestHandler):
