@@ -204,10 +204,10 @@ def _tool_dirs() -> dict[str, Path]:
     return dirs
 
 
-def run_playwright(run, out: Path) -> dict:
+def start_servers(run, out: Path) -> tuple[list, Untrusted | None]:
+    """The forward to the backend and the repository's dev server, started (not awaited): every process, and
+    the server among them."""
     fe = run.job["frontend"]
-    timings = {}
-    t0 = time.monotonic()
     procs = []
     if fe.get("forward"):
         procs.append(
@@ -233,6 +233,15 @@ def run_playwright(run, out: Path) -> dict:
             on_exceeded=kill_all_others,
         )
         procs.append(server)
+    return procs, server
+
+
+def run_playwright(run, out: Path, started: tuple[list, Untrusted | None] | None = None) -> dict:
+    """The dev server awaited (started here unless `started` says it already was), then Playwright."""
+    fe = run.job["frontend"]
+    timings = {}
+    t0 = time.monotonic()
+    procs, server = started or start_servers(run, out)
     record = {"command": None, "exit_code": None, "seconds": 0.0}
     try:
         if fe.get("serve_url"):

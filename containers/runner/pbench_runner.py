@@ -161,6 +161,7 @@ class Run:
         self.node_roots: list[str] = []
         self.node_names: set[str] = set()
         self.agent_files: list[str] = []
+        self.servers = None  # a frontend run's dev server, when it started before the gate
 
     def finish(self, status):
         if self.guard is not None:
@@ -242,14 +243,26 @@ class Run:
         self.guard.freeze()
         fresh_dir(TEST_HOME)
 
+    def serve_early(self) -> None:
+        """A frontend run without prestart steps starts its dev server now, while the gate waits for the
+        backend server: nothing it would wait for changes the tree the dev server serves. From here on the
+        repository's code runs (phase "serving"), so a run stopped later is the patch's."""
+        if self.job["test"]["runner"] != "playwright" or self.job.get("prestart"):
+            return
+        import pbench_frontend
+
+        phase("serving")
+        self.servers = pbench_frontend.start_servers(self, OUT)
+
     def await_gate(self) -> None:
         """Wait until the run's services (and a frontend run's backend server) answer, asked from here
         (pbench_await): the container started while they started and has set its tree up meanwhile. The phase
-        says so: a run stopped here never ran the patch's code."""
+        says so: a run stopped here never ran the patch's code (unless its dev server started early)."""
         probes = self.job.get("await") or []
         if not probes:
             return
-        phase("services")
+        if self.servers is None:  # otherwise the repository's code runs already: its phase stands
+            phase("services")
         t0 = time.monotonic()
         pbench_await.wait_for(probes)
         self.timings["gate_wait_s"] = round(time.monotonic() - t0, 3)
@@ -315,7 +328,7 @@ class Run:
             import pbench_frontend
 
             phase("tests")
-            self.result["test"] = pbench_frontend.run_playwright(self, OUT)
+            self.result["test"] = pbench_frontend.run_playwright(self, OUT, started=self.servers)
             self.timings.update(self.result["test"].get("timings", {}))
         else:
             self.pytest()
@@ -367,6 +380,7 @@ def main() -> int:
     if not run_.patches():
         return run_.finish("patch_apply_failed")
     run_.freeze()
+    run_.serve_early()
     run_.await_gate()
     if not run_.prestart():
         return run_.finish("prestart_failed")

@@ -214,3 +214,38 @@ def test_a_job_without_services_has_no_gate(runner, tmp_path):
     run_.await_gate()  # returns at once: nothing to wait for
     assert "gate_wait_s" not in run_.timings
     assert not (tmp_path / "out" / "phase").exists()
+
+
+def test_a_frontend_run_without_prestart_starts_its_dev_server_before_the_gate(runner, monkeypatch, tmp_path):
+    """Nothing the gate waits for changes what the dev server serves when there are no prestart steps: it starts
+    at once, and from then on the repository's code runs, so a run stopped at the gate is the patch's."""
+    import pbench_frontend
+
+    started: list[str] = []
+    monkeypatch.setattr(
+        pbench_frontend, "start_servers", lambda run, out: started.append("servers") or ([], None)
+    )
+    monkeypatch.setattr(runner.pbench_await, "wait_for", lambda probes: started.append("gate passed"))
+    probe = {"kind": "http", "url": "http://backend:8000/"}
+    job = {"repo_dir": str(tmp_path), "await": [probe], "test": {"runner": "playwright"}, "prestart": []}
+    run_ = runner.Run(job)
+    run_.serve_early()
+    run_.await_gate()
+    assert started == ["servers", "gate passed"] and run_.servers == ([], None)
+    assert results.last_phase(tmp_path / "out") == "serving"
+    assert results.blame_for_stop(tmp_path / "out") == "patch"
+
+    (tmp_path / "out" / "phase").unlink()
+    started.clear()
+    for later in (
+        {
+            **job,
+            "prestart": ["npm run generate-client"],
+        },  # it may change the tree: the server starts after it
+        {**job, "test": {"runner": "pytest"}},
+    ):
+        run_ = runner.Run(later)
+        run_.serve_early()
+        run_.await_gate()
+        assert run_.servers is None and results.last_phase(tmp_path / "out") == "services"
+    assert started == ["gate passed", "gate passed"]
