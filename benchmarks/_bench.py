@@ -54,6 +54,36 @@ def ensure_demo_season(root: Path) -> Path:
     return season
 
 
+def demo_evaluation_ready(scratch: Path, owner: str) -> Path:
+    """The scratch folder `owner` uses, the demo season curated there, and Prefect's ephemeral server started by a
+    no-op flow, so that no measurement pays for it. Returns the folder."""
+    root = use_scratch(scratch, owner)
+    ensure_demo_season(root)
+    from prefect import flow
+
+    from tasks_lib import prefect_env
+
+    prefect_env.configure()
+    flow(name="bench-warm-up")(lambda: None)()
+    return root
+
+
+def evaluate_demo_gold(workers: int, run_id: str, **kwargs) -> dict:
+    """The demo's gold evaluation with `workers` thread workers (or `dask_workers=N` in kwargs instead), from an
+    empty verdict cache: every instance really runs. Returns the flow's report."""
+    from flows.evaluation import run_evaluation
+
+    shutil.rmtree(Path(os.environ["PBENCH_CACHE_DIR"]) / "verdicts", ignore_errors=True)
+    return run_evaluation(
+        **(kwargs or {"max_workers": workers}),
+        dataset="demo",
+        predictions="gold",
+        model=f"bench-{workers}w",
+        model_cutoff="2025-06-01",
+        run_id=run_id,
+    )
+
+
 def demo_corpus() -> list[dict]:
     from tasks_lib import corpus
 

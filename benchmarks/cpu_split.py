@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -105,21 +104,12 @@ class Sampler:
 
 
 def measure(workers: int, tag: str) -> tuple[float, float, dict[str, float]]:
-    from flows.evaluation import run_evaluation
     from tasks_lib import docker_client
 
-    shutil.rmtree(Path(os.environ["PBENCH_CACHE_DIR"]) / "verdicts", ignore_errors=True)
     before = host_cpu()
     busy, start = busy_seconds(), time.monotonic()
     sampler = Sampler(docker_client.get())
-    run_evaluation(
-        max_workers=workers,
-        dataset="demo",
-        predictions="gold",
-        model=f"bench-{workers}w",
-        model_cutoff="2025-06-01",
-        run_id=f"bench-cpu-split-{workers}w-{tag}",
-    )
+    _bench.evaluate_demo_gold(workers, f"bench-cpu-split-{workers}w-{tag}")
     split = sampler.stop(before)
     elapsed = time.monotonic() - start
     return elapsed, busy_seconds() - busy, split
@@ -131,14 +121,7 @@ def main() -> None:
     parser.add_argument("--scratch", type=Path, default=_bench.DEFAULT_SCRATCH)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    root = _bench.use_scratch(args.scratch, "cpu-split")
-    _bench.ensure_demo_season(root)
-    from prefect import flow
-
-    from tasks_lib import prefect_env
-
-    prefect_env.configure()
-    flow(name="bench-warm-up")(lambda: None)()  # the ephemeral server starts outside the measurements
+    _bench.demo_evaluation_ready(args.scratch, "cpu-split")
 
     runs: dict[int, list[dict]] = {1: [], 2: []}
     stamp = time.strftime("%H%M%S")

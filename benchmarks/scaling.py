@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import time
 from pathlib import Path
 
@@ -36,20 +35,10 @@ def busy_seconds() -> float:
 
 def measure(workers: int, runner: str, tag: str) -> tuple[float, float]:
     """(wall seconds, mean busy cores of the machine over them)."""
-    from flows.evaluation import run_evaluation
-
-    shutil.rmtree(Path(os.environ["PBENCH_CACHE_DIR"]) / "verdicts", ignore_errors=True)
-    kwargs = {"dask_workers": workers} if runner == "dask" else {"max_workers": workers}
+    kwargs = {"dask_workers": workers} if runner == "dask" else {}
     busy = busy_seconds()
     start = time.monotonic()
-    report = run_evaluation(
-        **kwargs,
-        dataset="demo",
-        predictions="gold",
-        model=f"bench-{workers}w",
-        model_cutoff="2025-06-01",
-        run_id=f"bench-scaling-{runner}-{workers}w-{tag}",
-    )
+    report = _bench.evaluate_demo_gold(workers, f"bench-scaling-{runner}-{workers}w-{tag}", **kwargs)
     elapsed = time.monotonic() - start
     cores = (busy_seconds() - busy) / elapsed
     if report["resolved"] != report["total"]:
@@ -64,14 +53,7 @@ def main() -> None:
     parser.add_argument("--scratch", type=Path, default=_bench.DEFAULT_SCRATCH)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    root = _bench.use_scratch(args.scratch, "scaling")
-    _bench.ensure_demo_season(root)
-    from prefect import flow
-
-    from tasks_lib import prefect_env
-
-    prefect_env.configure()
-    flow(name="bench-warm-up")(lambda: None)()  # starts the ephemeral server outside the measurements
+    _bench.demo_evaluation_ready(args.scratch, "scaling")
 
     times: dict[int, list[float]] = {1: [], 2: []}
     cores: dict[int, list[float]] = {1: [], 2: []}
