@@ -52,7 +52,11 @@ RUN_KEYS = (
 )
 TEST_USER = "65534:65534"  # the runner's unprivileged test user (nobody)
 IDLE_INIT = (
-    "import os, time\n"
+    "import os, sys, time\n"
+    # The sandbox's resolver, as the runner starts it (outside names fail at once, not after 10 s).
+    "sys.path.insert(0, '/pbench/tools')\n"
+    "import pbench_dns\n"
+    "print(pbench_dns.start(), flush=True)\n"
     "while True:\n"
     "    try:\n"
     "        os.wait()\n"
@@ -127,7 +131,7 @@ class BareSide:
             self.frontend = job["frontend"]
         job["canaries"] = []  # the bare command is the repository's tests alone
         job["await_gate"] = False
-        # The sandbox's limits, but an idle main process as PID 1 that reaps orphans (a zombie Vite would hold
+        # The sandbox's limits and resolver, but an idle main process as PID 1 that reaps orphans (a zombie Vite would hold
         # Vite's per-project lock): kill(-1), the runner's "kill everything the test user left", spares PID 1,
         # so the container stays up for the timed execs.
         self.container = self.stack.client.containers.create(
@@ -137,6 +141,7 @@ class BareSide:
             environment=env,
             labels=stack.labels,
             network=stack.network.name,
+            dns=[engine.stack.SANDBOX_RESOLVER],
             working_dir="/work/repo",
             mem_limit=self.settings.mem_limit,
             memswap_limit=self.settings.mem_limit,

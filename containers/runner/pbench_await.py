@@ -6,9 +6,10 @@ relays their readiness through a file (an exec in the service, then a copy into 
 the critical path of every run). The host still watches the same services and ends the run when one of them
 fails or never answers (infrastructure), so a probe here only decides *when* the repository's code starts.
 
-The container may start before a service's container runs: a name the private network's DNS does not know yet
-is not refused but left unanswered (Docker's embedded DNS forwards it to resolvers an internal network cannot
-reach, and the lookup gives up after 10 s), so every lookup here is bounded and the next try asks again.
+The container may start before a service's container runs, so a service's name may not be known yet. Docker's
+embedded DNS forwards such a name to the container's resolver: the runner's own (pbench_dns), which fails it at
+once. Without that resolver (it could not bind) the forward goes unanswered and the lookup gives up after 10 s,
+so every lookup here is still bounded and the next try asks again.
 
 A job's "await" list holds probes:
   {"kind": "postgres", "host": "db", "port": 5432, "user": "...", "db": "..."}  ready as pg_isready says it

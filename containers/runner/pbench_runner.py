@@ -4,7 +4,8 @@ Reads /pbench/in/job.json and writes /pbench/out/result.json; every step's outpu
 /pbench/out, so a trace can be read without re-running anything. /pbench/in and /pbench/out are root's only
 (the job names the canary tests); the harness's code the other users run is in /pbench/tools.
 
-Privilege separation (pbench_proc): the runner is root with only SETUID/SETGID/KILL; the repository's code
+Privilege separation (pbench_proc): the runner is root with only SETUID/SETGID/KILL/CHOWN (its first act is the
+sandbox's resolver, pbench_dns, on 127.0.0.1:53, taken before any other code runs); the repository's code
 (prestart steps, servers, pytest) runs as uid 65534, harness tools that must be out of its reach (Playwright)
 as uid 65533. The tree's protections (pbench_protect) are set before any of the repository's code runs and
 checked after. `phase` in /pbench/out says how far a run got, so that a run stopped by the wall clock can be
@@ -25,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 import pbench_await  # noqa: E402
+import pbench_dns  # noqa: E402
 import pbench_protect as protect  # noqa: E402
 from pbench_proc import (  # noqa: E402
     OUT,
@@ -373,6 +375,7 @@ def pytest_command(test: dict, env: dict, workdir: Path, repo: Path):
 
 
 def main() -> int:
+    print(pbench_dns.start(), flush=True)  # before any lookup (the gate's) and any code of the repository
     job = json.loads((IN / "job.json").read_text())
     lock_down()
     run_ = Run(job)

@@ -23,6 +23,7 @@ RUNNER_FILES = (
     "pbench_pytest.py",
     "pbench_frontend.py",
     "pbench_await.py",
+    "pbench_dns.py",
 )
 FRONTEND_TOOL_FILES = ("playwright.pbench.config.mjs", "pbench-forward.mjs")
 SERVE_TIMEOUT_S = 120

@@ -27,6 +27,9 @@ RUNNER_COMMAND = ["/usr/bin/python3", "/pbench/tools/pbench_runner.py"]
 # on a tmpfs (docs/performance.md section 12). Root's only (the runner makes it unreadable to the code under
 # test at the freeze anyway); a mount point, so that code cannot rename or remove it either.
 GIT_TMPFS = {"/work/repo/.git": "size=1g,mode=0700"}
+# A sandbox's only resolver (behind Docker's embedded DNS, which answers the network's own names): the runner
+# serves it and fails every other name at once (containers/runner/pbench_dns.py).
+SANDBOX_RESOLVER = "127.0.0.1"
 # Docker's own log of a container is a backstop only (the runner pipes everything the code under test
 # prints into capped files): bounded so that no container's stdout can fill the daemon's disk.
 LOG_CONFIG = {"type": "json-file", "config": {"max-size": "10m", "max-file": "1"}}
@@ -89,6 +92,9 @@ class Stack:
             # Only what the runner needs to give the tree to an unprivileged user (CHOWN), to run code as such
             # users and to kill everything that code leaves; they have no capabilities at all.
             cap_add=["SETUID", "SETGID", "KILL", "CHOWN"],
+            # The only resolver behind Docker's embedded DNS: the runner's, which answers at once for a name
+            # outside the network (containers/runner/pbench_dns.py; otherwise each such lookup waits 10 s).
+            dns=[SANDBOX_RESOLVER],
             security_opt=["no-new-privileges"],
             log_config=LOG_CONFIG,
             init=True,

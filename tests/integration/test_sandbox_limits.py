@@ -87,6 +87,21 @@ def test_no_internet():
         socket.create_connection(("1.1.1.1", 443), timeout=3)
 
 
+def test_a_name_outside_the_network_fails_at_once():
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(socket.gaierror):
+        socket.getaddrinfo("smtp.example.com", 587)
+    assert time.monotonic() - start < 2  # not the 10 s of an unanswered forward
+
+
+def test_cannot_take_the_resolvers_port():
+    for host in ("127.0.0.1", "0.0.0.0"):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s, pytest.raises(OSError):
+            s.bind((host, 53))
+
+
 def test_leaves_a_daemon_behind():
     if os.fork() == 0:
         os.setsid()
@@ -166,13 +181,14 @@ def test_repository_code_runs_unprivileged(
     demo_source, demo_repo, demo_prs, tmp_path, monkeypatch, docker_engine, base_images
 ):
     """The tests (and with them the agent's code) run as uid 65534 without capabilities; they cannot write
-    the runner or its outputs, see no host secrets, no Docker socket, no internet; a daemon they leave
+    the runner or its outputs, see no host secrets, no Docker socket, no internet (a name outside the network
+    fails at once), cannot take the runner's resolver's port; a daemon they leave
     behind (trying to forge the report) is killed before the report is collected."""
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_canary")
     monkeypatch.setenv("HF_TOKEN", "hf_canary")
     res = _run(demo_source, demo_repo, demo_prs, tmp_path, "privileges", PRIVILEGES)
     assert res.status == RunStatus.COMPLETED, res.error
     assert res.tests and all(o == Outcome.PASSED for o in res.tests.values()), res.messages
-    assert len(res.tests) == 7 and not res.report_disagreements and not res.tampering
+    assert len(res.tests) == 9 and not res.report_disagreements and not res.tampering
     assert "<forged/>" not in (tmp_path / "privileges" / "junit.xml").read_text()
     _host_is_fine(docker_engine)
