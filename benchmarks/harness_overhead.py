@@ -378,7 +378,8 @@ def main() -> None:
     for name in variants:
         ratios = [r["variants"][name]["ratio"] for r in raw.values()]
         print(
-            f"median ratio ({name}) over {len(ratios)} instance(s): {_bench.median(ratios):.2f} (target <= 1.3)"
+            f"median ratio ({name}) over {len(ratios)} instance(s): {_bench.median(ratios):.2f} "
+            "(performance issue: <= 1.8 on the demo, <= 1.10 on real template instances)"
         )
     for name in variants:
         print(f"\nwhere the score time goes ({name}), medians in s:")
