@@ -29,6 +29,7 @@ import threading
 
 ADDRESS = ("127.0.0.1", 53)
 SERVFAIL = 2
+TCP_IDLE_S = 1.0
 _HEADER = struct.Struct(">HHHHHH")
 
 
@@ -44,7 +45,7 @@ def answer(query: bytes) -> bytes | None:
     return _HEADER.pack(ident, reply_flags, qdcount, 0, 0, 0) + query[_HEADER.size :]
 
 
-def serve(sock: socket.socket) -> None:
+def serve_udp(sock: socket.socket) -> None:
     while True:
         try:
             query, peer = sock.recvfrom(4096)
@@ -55,23 +56,68 @@ def serve(sock: socket.socket) -> None:
             continue
 
 
-def bind(address: tuple[str, int] = ADDRESS) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.bind(address)
-    return sock
+def serve_tcp(sock: socket.socket) -> None:
+    """DNS over TCP (a client that asks over TCP, or Docker's embedded DNS relaying such a query): each message
+    is prefixed by its length. One connection at a time, each bounded by TCP_IDLE_S, so that no client can make
+    this process start threads (they count against the container's pids limit)."""
+    while True:
+        try:
+            conn, _ = sock.accept()
+        except OSError:
+            continue
+        with conn:
+            conn.settimeout(TCP_IDLE_S)
+            try:
+                while True:
+                    size = _recv(conn, 2)
+                    reply = answer(_recv(conn, struct.unpack(">H", size)[0]))
+                    if reply is None:
+                        break
+                    conn.sendall(struct.pack(">H", len(reply)) + reply)
+            except (OSError, EOFError):
+                continue
+
+
+def _recv(conn: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = conn.recv(n - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+
+def bind(address: tuple[str, int] = ADDRESS) -> tuple[socket.socket, socket.socket]:
+    """The UDP and the TCP socket on `address` (port 0: the TCP socket takes the UDP one's port)."""
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind(address)
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        tcp.bind(udp.getsockname())
+        tcp.listen(16)
+    except OSError:
+        udp.close()
+        tcp.close()
+        raise
+    return udp, tcp
 
 
 def start(address: tuple[str, int] = ADDRESS) -> str:
-    """Serve in a daemon thread for the life of this process. Returns what happened, for the runner's log: a
+    """Serve in daemon threads for the life of this process. Returns what happened, for the runner's log: a
     failure to bind leaves lookups of outside names as slow as before, nothing else."""
     try:
-        sock = bind(address)
+        udp, tcp = bind(address)
     except OSError as exc:
         return f"pbench: no resolver on {address[0]}:{address[1]} ({exc}): outside names time out"
-    threading.Thread(target=serve, args=(sock,), name="pbench-dns", daemon=True).start()
-    return f"pbench: names outside the task's network get SERVFAIL from {address[0]}:{address[1]}"
+    threading.Thread(target=serve_udp, args=(udp,), name="pbench-dns-udp", daemon=True).start()
+    threading.Thread(target=serve_tcp, args=(tcp,), name="pbench-dns-tcp", daemon=True).start()
+    host, port = udp.getsockname()
+    return f"pbench: names outside the task's network get SERVFAIL from {host}:{port} (UDP and TCP)"
 
 
 if __name__ == "__main__":
-    serve(bind())
+    udp_sock, tcp_sock = bind()
+    threading.Thread(target=serve_tcp, args=(tcp_sock,), daemon=True).start()
+    serve_udp(udp_sock)
     sys.exit(1)

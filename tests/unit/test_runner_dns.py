@@ -71,3 +71,33 @@ def test_a_port_already_taken_is_reported_not_raised(dns):
         taken.bind(("127.0.0.1", 0))
         message = dns.start(taken.getsockname())
     assert message.startswith("pbench: no resolver")
+
+
+def test_the_server_answers_over_tcp_too(dns):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert "UDP and TCP" in dns.start(("127.0.0.1", port))
+    with socket.create_connection(("127.0.0.1", port), timeout=2) as conn:
+        for ident in (5, 6):  # two queries on one connection
+            query = _query(ident, "smtp.example.com")
+            conn.sendall(struct.pack(">H", len(query)) + query)
+            size = struct.unpack(">H", conn.recv(2))[0]
+            reply = conn.recv(size)
+            assert struct.unpack(">H", reply[:2])[0] == ident
+            assert struct.unpack(">H", reply[2:4])[0] & 0x000F == dns.SERVFAIL
+
+
+def test_a_silent_tcp_client_does_not_hold_the_server(dns):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    dns.start(("127.0.0.1", port))
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as silent:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+            query = _query(9, "pypi.org")
+            conn.sendall(struct.pack(">H", len(query)) + query)
+            start = time.monotonic()
+            assert conn.recv(2)  # answered once the silent one is dropped (TCP_IDLE_S)
+            assert time.monotonic() - start < dns.TCP_IDLE_S + 1.5
+        assert silent.recv(1) == b""  # closed by the server
