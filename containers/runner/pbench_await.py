@@ -65,19 +65,20 @@ def postgres_ready(host: str, port: int, user: str, db: str, timeout: float = 1.
     try:
         with socket.create_connection(address[:2], timeout=timeout) as conn:
             conn.sendall(struct.pack("!I", len(body) + 4) + body)
-            kind = _recv_exactly(conn, 1)
+            kind = recv_exactly(conn, 1)
             if kind == b"R":
                 return True
             if kind != b"E":
                 return False
-            (length,) = struct.unpack("!I", _recv_exactly(conn, 4))
-            fields = _recv_exactly(conn, min(length - 4, 8192))
+            (length,) = struct.unpack("!I", recv_exactly(conn, 4))
+            fields = recv_exactly(conn, min(length - 4, 8192))
             return _sqlstate(fields) != CANNOT_CONNECT_NOW
     except (OSError, struct.error, ValueError):
         return False  # refused, reset, or cut short: not ready
 
 
-def _recv_exactly(conn: socket.socket, n: int) -> bytes:
+def recv_exactly(conn: socket.socket, n: int) -> bytes:
+    """`n` bytes from `conn`; ValueError when the peer closes first (also pbench_dns's TCP reader)."""
     data = b""
     while len(data) < n:
         chunk = conn.recv(n - len(data))

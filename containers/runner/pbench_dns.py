@@ -16,16 +16,17 @@ outside it gets an address. No capability is needed (Docker starts a container's
 ip_unprivileged_port_start=0); the port is taken before the repository's code starts, so that code cannot
 take it (it could only ever answer its own container's lookups of outside names).
 
-Run as a script (`python3 pbench_dns.py`) it serves in the foreground (the overhead benchmark's bare
-container uses it that way, so that the bare command meets the same network).
+The overhead benchmark's bare container starts it too (`start()`), so that the bare command meets the same
+network.
 """
 
 from __future__ import annotations
 
 import socket
 import struct
-import sys
 import threading
+
+from pbench_await import recv_exactly
 
 ADDRESS = ("127.0.0.1", 53)
 SERVFAIL = 2
@@ -69,23 +70,13 @@ def serve_tcp(sock: socket.socket) -> None:
             conn.settimeout(TCP_IDLE_S)
             try:
                 while True:
-                    size = _recv(conn, 2)
-                    reply = answer(_recv(conn, struct.unpack(">H", size)[0]))
+                    size = recv_exactly(conn, 2)
+                    reply = answer(recv_exactly(conn, struct.unpack(">H", size)[0]))
                     if reply is None:
                         break
                     conn.sendall(struct.pack(">H", len(reply)) + reply)
-            except (OSError, EOFError):
+            except (OSError, ValueError):
                 continue
-
-
-def _recv(conn: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = conn.recv(n - len(data))
-        if not chunk:
-            raise EOFError
-        data += chunk
-    return data
 
 
 def bind(address: tuple[str, int] = ADDRESS) -> tuple[socket.socket, socket.socket]:
@@ -114,10 +105,3 @@ def start(address: tuple[str, int] = ADDRESS) -> str:
     threading.Thread(target=serve_tcp, args=(tcp,), name="pbench-dns-tcp", daemon=True).start()
     host, port = udp.getsockname()
     return f"pbench: names outside the task's network get SERVFAIL from {host}:{port} (UDP and TCP)"
-
-
-if __name__ == "__main__":
-    udp_sock, tcp_sock = bind()
-    threading.Thread(target=serve_tcp, args=(tcp_sock,), daemon=True).start()
-    serve_udp(udp_sock)
-    sys.exit(1)

@@ -74,9 +74,7 @@ def test_a_port_already_taken_is_reported_not_raised(dns):
 
 
 def test_the_server_answers_over_tcp_too(dns):
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = _free_udp_port()
     assert "UDP and TCP" in dns.start(("127.0.0.1", port))
     with socket.create_connection(("127.0.0.1", port), timeout=2) as conn:
         for ident in (5, 6):  # two queries on one connection
@@ -89,9 +87,7 @@ def test_the_server_answers_over_tcp_too(dns):
 
 
 def test_a_silent_tcp_client_does_not_hold_the_server(dns):
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = _free_udp_port()
     dns.start(("127.0.0.1", port))
     with socket.create_connection(("127.0.0.1", port), timeout=5) as silent:
         with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
