@@ -18,7 +18,9 @@ HARNESS_VERSION = "0.3.2"
 #    adds (fastapi-template #1429: its Playwright tests changed to use the new private API).
 # 4: a Playwright test whose signature spans lines (`async ({\n page,\n }) => {`) is compared whole (3 stopped at
 #    its `}) => {` and saw one rewritten #1429 test unchanged).
-EXTRACTION_VERSION = "4"
+# 5: a Playwright side's base runs select the tests that passed in every head run so far; a side where no test
+#    passed at head-1 stops there.
+EXTRACTION_VERSION = "5"
 SCHEMA_VERSION = "0.1"
 
 # Every container, network and volume the engine creates carries this label, so leftovers

@@ -2,7 +2,8 @@
 
 Base side: base commit + test patch. Head side: base commit + reference patch + test patch. The head side
 runs at least three times and the base side at least twice; a test whose outcome changes is flaky and
-lands in neither list. Labels come from the set algebra in `grading.extract_labels`, never by hand.
+lands in neither list. Head runs are whole; a Playwright side's base runs select the tests that passed in
+every head run so far (the others are in neither list whatever their base outcome). Labels come from the set algebra in `grading.extract_labels`, never by hand.
 """
 
 from __future__ import annotations
@@ -180,6 +181,8 @@ def extract(
         if runs is None:
             return _done(result, start, log_dir)
         outcomes, collection_errors = runs
+        if not outcomes["base"]:
+            continue  # no test passed at head: this side labels nothing (`_side_runs` says why)
         if side == Side.BACKEND:
             changed = changed_tests(source, repo, base, head, patches.changed_paths(split.test_patch_backend))
         else:
@@ -227,7 +230,17 @@ def _side_runs(source, repo, number, base, log_dir, side, chains, run, result, d
     for when, i in _schedule(chains):
         chain = chains[when][1]
         name = f"{when}-{i}" if side == Side.BACKEND else f"{side}-{when}-{i}"
-        selection = tuple(result.test_scope) if side == Side.BACKEND else ()
+        if side == Side.BACKEND:
+            selection = tuple(result.test_scope)
+        elif when == "base":
+            selection = _passing_everywhere(outcomes["head"])
+            if not selection:
+                result.error = (
+                    f"{side}: no test passed in every head run: nothing to label, its base runs skipped"
+                )
+                break
+        else:
+            selection = ()
         res = run(
             engine.RunRequest(
                 source,
@@ -262,6 +275,20 @@ def _side_runs(source, repo, number, base, log_dir, side, chains, run, result, d
             )
             break
     return outcomes, base_errors
+
+
+def _passing_everywhere(head_runs: list[dict]) -> tuple[str, ...]:
+    """The Playwright locations (`playwright_report.selection_args`) of the tests that passed in every head run
+    so far: all a base run of a Playwright side needs to run. A test that failed in a head run is in neither list
+    whatever its base outcome, and a failing test there costs its whole timeout (30 s in the template's config).
+    Head runs stay whole, so a test that fails once at head is still seen changing and reported flaky.
+    Evaluation runs the same kind of selection (the graded tests' locations)."""
+    from tasks_lib import playwright_report
+
+    passing = set(head_runs[0]) if head_runs else set()
+    for run in head_runs:
+        passing &= {t for t, outcome in run.items() if str(outcome) in PASSING_OUTCOMES}
+    return tuple(playwright_report.selection_args(passing)) if passing else ()
 
 
 def _why_not(res: engine.RunResult, when: str, name: str) -> tuple[ExtractionStatus, str] | None:

@@ -1,5 +1,6 @@
 """The order and the number of extraction runs: head-1 and base-1 first; a one-side PR without any FAIL_TO_PASS
-candidate after them stops there; otherwise every run happens (flakiness needs them all)."""
+candidate after them stops there; otherwise every run happens (flakiness needs them all), a Playwright side's
+base runs on the tests that passed in every head run."""
 
 from __future__ import annotations
 
@@ -129,3 +130,88 @@ def test_a_test_the_test_patch_rewrites_is_fail_to_pass_when_its_file_has_no_bas
     result = extraction.extract(load_source("demo"), work / ".git", 7, base, head, tmp_path / "logs", run=run)
     assert result.status == ExtractionStatus.OK and result.fallback_used
     assert result.backend_fail_to_pass == [rewritten] and result.unknown_at_base == [same]
+
+
+@pytest.fixture
+def frontend_pr(tmp_path):
+    """Base, then head changing frontend code and a Playwright spec file (the demo source's frontend dir)."""
+    work = tmp_path / "fwork"
+    (work / "frontend/src").mkdir(parents=True)
+    (work / "frontend/tests").mkdir(parents=True)
+    (work / "frontend/src/app.js").write_text("export const n = 1;\n")
+    spec = "import { test } from '@playwright/test';\n\ntest('one', async () => {});\n"
+    (work / "frontend/tests/items.spec.js").write_text(spec)
+    _git(tmp_path, "init", "-q", str(work))
+    _git(work, "add", "-A")
+    _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "base")
+    base = _git(work, "rev-parse", "HEAD").strip()
+    (work / "frontend/src/app.js").write_text("export const n = 2;\n")
+    spec += "\ntest('two', async () => {});\n\ntest('three', async () => {});\n"
+    (work / "frontend/tests/items.spec.js").write_text(spec)
+    _git(work, "add", "-A")
+    _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "head")
+    return work / ".git", base, _git(work, "rev-parse", "HEAD").strip()
+
+
+ONE, TWO, THREE = (
+    "tests/items.spec.js:3:1 › one",
+    "tests/items.spec.js:5:1 › two",
+    "tests/items.spec.js:7:1 › three",
+)
+
+
+def _recording_runner(by_run: dict[str, dict]):
+    """Outcomes per run name (frontend-head-1, ...); records each run's selection."""
+    selections: dict[str, tuple] = {}
+
+    def run(req):
+        name = Path(req.log_dir).name
+        selections[name] = tuple(req.selection)
+        return RunResult(RunStatus.COMPLETED, tests=by_run[name], suite_ran=True, image="img")
+
+    return run, selections
+
+
+def test_a_playwright_base_run_runs_only_the_tests_that_passed_in_every_head_run(frontend_pr, tmp_path):
+    """Rule: head runs are whole; a base run of a Playwright side selects the locations of the tests that passed
+    in every head run so far (a test failing at head is in neither list, and fails at its whole timeout). A
+    test that changes at head is still reported flaky."""
+    repo, base, head = frontend_pr
+    head_runs = {ONE: P, TWO: P, THREE: F}
+    run, selections = _recording_runner(
+        {
+            "frontend-head-1": head_runs,
+            "frontend-base-1": {ONE: P, TWO: F},
+            "frontend-head-2": head_runs,
+            "frontend-head-3": {ONE: F, TWO: P, THREE: F},
+            "frontend-base-2": {TWO: F},
+        }
+    )
+    result = extraction.extract(load_source("demo"), repo, 7, base, head, tmp_path / "logs", run=run)
+    assert list(selections) == [
+        "frontend-head-1",
+        "frontend-base-1",
+        "frontend-head-2",
+        "frontend-head-3",
+        "frontend-base-2",
+    ]
+    assert (
+        selections["frontend-head-1"] == selections["frontend-head-2"] == selections["frontend-head-3"] == ()
+    )
+    assert selections["frontend-base-1"] == ("tests/items.spec.js:3", "tests/items.spec.js:5")
+    assert selections["frontend-base-2"] == ("tests/items.spec.js:5",)
+    assert result.status == ExtractionStatus.OK
+    assert result.frontend_fail_to_pass == [TWO] and result.frontend_pass_to_pass == []
+    assert result.flaky_tests == [ONE]
+
+
+def test_a_playwright_side_with_nothing_passing_at_head_skips_its_base_runs(frontend_pr, tmp_path):
+    repo, base, head = frontend_pr
+    run, selections = _recording_runner({"frontend-head-1": {ONE: F, TWO: F, THREE: F}})
+    result = extraction.extract(load_source("demo"), repo, 7, base, head, tmp_path / "logs", run=run)
+    assert list(selections) == ["frontend-head-1"]
+    assert result.status == ExtractionStatus.NO_FAIL_TO_PASS and (result.head_runs, result.base_runs) == (
+        1,
+        0,
+    )
+    assert "no test passed in every head run" in result.error
