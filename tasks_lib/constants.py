@@ -10,7 +10,8 @@ from enum import StrEnum
 # (test tooling from the image, frozen and watched tree, canaries, audit, static check); blame per verdict.
 # 0.3.2: a name outside the task's network fails at once (the runner's resolver), no longer after 10 s: a test
 # that waited on such a lookup (a mail sent, a backend behind it) may meet its own time limits where it did not.
-HARNESS_VERSION = "0.3.2"
+# 0.3.3: Playwright runs Debian's chromium-headless-shell (Playwright's own headless browser), not the full one.
+HARNESS_VERSION = "0.3.3"
 # Bump when the extraction's rules change (which runs, how labels are drawn) without a verdict changing: part
 # of the extraction cache key only (season_plan.harness_key), so evaluation caches stay.
 # 2: a base run killed before it reports knows no base outcome (only added tests are FAIL_TO_PASS).

@@ -2,9 +2,11 @@
 // run from the frontend dir. It never edits the repository: it imports the repository's own playwright.config.*
 // (when there is one) and overrides only what the harness must control:
 //
-//   browser      every project runs Debian's Chromium (PBENCH_CHROMIUM, default /usr/bin/chromium) headless, with
-//                the flags it needs as root in a container; projects for firefox/webkit are dropped (no such
-//                browser here) and removed from other projects' dependencies; a `channel` is removed.
+//   browser      every project runs Debian's Chromium headless (PBENCH_CHROMIUM, default Debian's
+//                chromium-headless-shell: the browser Playwright runs headless by default; /usr/bin/chromium when
+//                the image has no shell), with the flags it needs as root in a container; projects for
+//                firefox/webkit are dropped (no such browser here) and removed from other projects'
+//                dependencies; a `channel` is removed.
 //   reporter     list (to the test log) + JSON to PBENCH_PW_JSON (default /pbench/out/playwright.json).
 //   outputDir    PBENCH_PW_OUTPUT_DIR (default /pbench/out/test-results): nothing is written into the repository
 //                tree but what the tests write themselves.
@@ -51,7 +53,8 @@ const repoConfigDir = repoConfig ? path.dirname(repoConfig) : frontendDir;
 const outDir = env.PBENCH_OUT || '/pbench/out';
 const jsonFile = path.resolve(env.PBENCH_PW_JSON || path.join(outDir, 'playwright.json'));
 const outputDir = path.resolve(env.PBENCH_PW_OUTPUT_DIR || path.join(outDir, 'test-results'));
-const executablePath = env.PBENCH_CHROMIUM || '/usr/bin/chromium';
+const HEADLESS_SHELL = '/usr/bin/chromium-headless-shell';
+const executablePath = env.PBENCH_CHROMIUM || (fs.existsSync(HEADLESS_SHELL) ? HEADLESS_SHELL : '/usr/bin/chromium');
 const extraArgs = (env.PBENCH_CHROMIUM_ARGS || '').split(/\s+/).filter(Boolean);
 const ignored = (env.PBENCH_PW_IGNORE || '').split(/\s+/).filter(Boolean).map((p) => path.resolve(frontendDir, p));
 const ignoreRegexps = ignored.map((p) => new RegExp(`^${p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`));
