@@ -278,17 +278,15 @@ def _side_runs(source, repo, number, base, log_dir, side, chains, run, result, d
 
 
 def _passing_everywhere(head_runs: list[dict]) -> tuple[str, ...]:
-    """The Playwright locations (`playwright_report.selection_args`) of the tests that passed in every head run
-    so far: all a base run of a Playwright side needs to run. A test that failed in a head run is in neither list
-    whatever its base outcome, and a failing test there costs its whole timeout (30 s in the template's config).
-    Head runs stay whole, so a test that fails once at head is still seen changing and reported flaky.
-    Evaluation runs the same kind of selection (the graded tests' locations)."""
-    from tasks_lib import playwright_report
-
+    """The tests that passed in every head run so far, sorted: all a base run of a Playwright side needs to run
+    (the engine selects their locations). A test that failed in a head run is in neither list whatever its base
+    outcome, and a failing test costs its whole timeout (30 s in the template's config). Head runs stay
+    whole, so a test that fails once at head is still seen changing and reported flaky. Evaluation runs the
+    same kind of selection (the graded tests)."""
     passing = set(head_runs[0]) if head_runs else set()
     for run in head_runs:
         passing &= {t for t, outcome in run.items() if str(outcome) in PASSING_OUTCOMES}
-    return tuple(playwright_report.selection_args(passing)) if passing else ()
+    return tuple(sorted(passing))
 
 
 def _why_not(res: engine.RunResult, when: str, name: str) -> tuple[ExtractionStatus, str] | None:

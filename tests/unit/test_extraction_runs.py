@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib import extraction
+from tasks_lib import extraction, playwright_report
 from tasks_lib.constants import ExtractionStatus, Outcome, RunStatus
 from tasks_lib.engine import RunResult
 from tasks_lib.sources import load_source
@@ -167,6 +167,9 @@ def _recording_runner(by_run: dict[str, dict]):
     def run(req):
         name = Path(req.log_dir).name
         selections[name] = tuple(req.selection)
+        playwright_report.selection_args(
+            req.selection
+        )  # what the engine does with it: test ids, not locations
         return RunResult(RunStatus.COMPLETED, tests=by_run[name], suite_ran=True, image="img")
 
     return run, selections
@@ -198,8 +201,8 @@ def test_a_playwright_base_run_runs_only_the_tests_that_passed_in_every_head_run
     assert (
         selections["frontend-head-1"] == selections["frontend-head-2"] == selections["frontend-head-3"] == ()
     )
-    assert selections["frontend-base-1"] == ("tests/items.spec.js:3", "tests/items.spec.js:5")
-    assert selections["frontend-base-2"] == ("tests/items.spec.js:5",)
+    assert selections["frontend-base-1"] == (ONE, TWO)
+    assert selections["frontend-base-2"] == (TWO,)
     assert result.status == ExtractionStatus.OK
     assert result.frontend_fail_to_pass == [TWO] and result.frontend_pass_to_pass == []
     assert result.flaky_tests == [ONE]
