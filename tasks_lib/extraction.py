@@ -3,7 +3,8 @@
 Base side: base commit + test patch. Head side: base commit + reference patch + test patch. The head side
 runs at least three times and the base side at least twice; a test whose outcome changes is flaky and
 lands in neither list. Head runs are whole; a Playwright side's base runs select the tests that passed in
-every head run so far (the others are in neither list whatever their base outcome). Labels come from the set algebra in `grading.extract_labels`, never by hand.
+every head run so far (the others are in neither list whatever their base outcome). Labels come from the set
+algebra in `grading.extract_labels`, never by hand.
 """
 
 from __future__ import annotations
@@ -235,9 +236,10 @@ def _side_runs(source, repo, number, base, log_dir, side, chains, run, result, d
         elif when == "base":
             selection = _passing_everywhere(outcomes["head"])
             if not selection:
-                result.error = (
-                    f"{side}: no test passed in every head run: nothing to label, its base runs skipped"
-                )
+                if decisive:  # with another side, the PR may still be an instance: no error on it
+                    result.error = (
+                        f"{side}: no test passed in every head run: nothing to label, the other runs skipped"
+                    )
                 break
         else:
             selection = ()

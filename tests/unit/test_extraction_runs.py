@@ -218,3 +218,46 @@ def test_a_playwright_side_with_nothing_passing_at_head_skips_its_base_runs(fron
         0,
     )
     assert "no test passed in every head run" in result.error
+
+
+def test_a_side_with_nothing_passing_at_head_does_not_stop_the_other(tmp_path):
+    """With two sides, a Playwright side where nothing passes at head stops after head-1 and labels nothing;
+    the backend side still makes the instance, with no error on it."""
+    work = tmp_path / "work"
+    for d in ("backend/app", "backend/tests", "frontend/src", "frontend/tests"):
+        (work / d).mkdir(parents=True)
+    (work / "backend/app/items.py").write_text("def n():\n    return 1\n")
+    (work / "backend/tests/test_items.py").write_text("def test_one():\n    pass\n")
+    (work / "frontend/src/app.js").write_text("export const n = 1;\n")
+    (work / "frontend/tests/items.spec.js").write_text("test('one', async () => {});\n")
+    _git(tmp_path, "init", "-q", str(work))
+    _git(work, "add", "-A")
+    _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "base")
+    base = _git(work, "rev-parse", "HEAD").strip()
+    (work / "backend/app/items.py").write_text("def n():\n    return 2\n")
+    (work / "backend/tests/test_items.py").write_text(
+        "def test_one():\n    pass\n\ndef test_two():\n    pass\n"
+    )
+    (work / "frontend/src/app.js").write_text("export const n = 2;\n")
+    (work / "frontend/tests/items.spec.js").write_text(
+        "test('one', async () => {});\ntest('two', async () => {});\n"
+    )
+    _git(work, "add", "-A")
+    _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "head")
+    head = _git(work, "rev-parse", "HEAD").strip()
+    one, two = "tests/test_items.py::test_one", "tests/test_items.py::test_two"
+    backend = {"head": {one: P, two: P}, "base": {one: P, two: F}}
+    failing = {"tests/items.spec.js:1:1 › one": F, "tests/items.spec.js:2:1 › two": F}
+    seen: list[str] = []
+
+    def run(req):
+        name = Path(req.log_dir).name
+        seen.append(name)
+        tests = failing if name.startswith("frontend") else backend[name.split("-")[0]]
+        return RunResult(RunStatus.COMPLETED, tests=tests, suite_ran=True, image="img")
+
+    result = extraction.extract(load_source("demo"), work / ".git", 7, base, head, tmp_path / "logs", run=run)
+    assert [n for n in seen if n.startswith("frontend")] == ["frontend-head-1"]
+    assert result.status == ExtractionStatus.OK and result.error is None
+    assert result.backend_fail_to_pass == [two] and result.backend_pass_to_pass == [one]
+    assert result.frontend_fail_to_pass == [] and result.frontend_pass_to_pass == []
