@@ -21,7 +21,9 @@ HARNESS_VERSION = "0.3.3"
 #    its `}) => {` and saw one rewritten #1429 test unchanged).
 # 5: a Playwright side's base runs select the tests that passed in every head run so far; a side where no test
 #    passed at head-1 stops there.
-EXTRACTION_VERSION = "5"
+# 6: head-1 and base-1 of every side first: a PR with no FAIL_TO_PASS candidate in any side stops there (before,
+#    only a one-side PR did; a two-side PR ran all ten runs).
+EXTRACTION_VERSION = "6"
 SCHEMA_VERSION = "0.1"
 
 # Every container, network and volume the engine creates carries this label, so leftovers

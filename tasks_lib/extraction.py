@@ -173,17 +173,28 @@ def extract(
             (engine.PatchInput("gold", split.patch), engine.PatchInput("test_patch", split.test_patch)),
         ),
     }
+    state = {side: _SideState() for side in sides}
+    schedule = _schedule(chains)
+    for phase, steps in (("first", schedule[:2]), ("rest", schedule[2:])):
+        for side in sides:
+            if not _side_runs(
+                source, repo, number, base, log_dir, side, chains, run, result, steps, state[side]
+            ):
+                return _done(result, start, log_dir)
+        if phase == "first" and not any(state[side].has_candidate() for side in sides):
+            # More runs only remove tests from FAIL_TO_PASS (a test whose outcome changes is flaky, the
+            # fallback only narrows): after one run of each, no candidate in any side means none at all.
+            stopped = [f"{side}: no test passed at head-1" for side in sides if state[side].stopped]
+            result.error = (
+                "no test passes at head and fails at base after one run of each: no FAIL_TO_PASS "
+                "(more runs can only remove tests), the other runs skipped"
+                + (f" ({'; '.join(stopped)})" if stopped else "")
+            )
+            break
     for side in sides:
-        # One side only: its first head and base runs can already show there is no FAIL_TO_PASS (see
-        # `_no_candidate`); with two sides, every run of each is kept (the other side may make an instance,
-        # whose PASS_TO_PASS then needs all runs of both for flakiness).
-        decisive = len(sides) == 1
-        runs = _side_runs(source, repo, number, base, log_dir, side, chains, run, result, decisive)
-        if runs is None:
-            return _done(result, start, log_dir)
-        outcomes, collection_errors = runs
+        outcomes, collection_errors = state[side].outcomes, state[side].base_errors
         if not outcomes["base"]:
-            continue  # no test passed at head: this side labels nothing (`_side_runs` says why)
+            continue  # nothing passed at head: this side labels nothing
         if side == Side.BACKEND:
             changed = changed_tests(source, repo, base, head, patches.changed_paths(split.test_patch_backend))
         else:
@@ -204,8 +215,9 @@ def extract(
 
 def _schedule(chains) -> list[tuple[str, int]]:
     """head-1, base-1, then the other head runs, then the other base runs: head first (if the reference
-    solution does not run cleanly there is nothing to extract), and one run of each side early, so that a PR
-    without any FAIL_TO_PASS candidate stops after two runs."""
+    solution does not run cleanly there is nothing to extract), and one run of each early, so that a PR
+    without any FAIL_TO_PASS candidate stops after two runs per side (`extract` runs the first two of every
+    side before the others)."""
     heads, bases = chains["head"][0], chains["base"][0]
     return [("head", 1), ("base", 1), *(("head", i) for i in range(2, heads + 1))] + [
         ("base", i) for i in range(2, bases + 1)
@@ -222,13 +234,30 @@ def _no_candidate(head: dict, base: dict) -> bool:
     )
 
 
-def _side_runs(source, repo, number, base, log_dir, side, chains, run, result, decisive=False):
-    """The runs of one side (`_schedule`): ({when: [outcomes per run]}, base collection errors), or None when a
-    run makes extraction impossible (its reason set on `result`). With `decisive` (the PR's only side), the
-    runs stop after head-1 and base-1 when they show no FAIL_TO_PASS candidate."""
-    outcomes: dict[str, list[dict]] = {"base": [], "head": []}
-    base_errors: set[str] = set()
-    for when, i in _schedule(chains):
+@dataclass
+class _SideState:
+    """One side's runs so far: outcomes per run ({when: [outcomes]}), base collection errors, and whether it
+    stopped because nothing passed at head (no base run then: nothing it could label)."""
+
+    outcomes: dict[str, list[dict]] = field(default_factory=lambda: {"base": [], "head": []})
+    base_errors: set[str] = field(default_factory=set)
+    stopped: bool = False
+
+    def has_candidate(self) -> bool:
+        """A FAIL_TO_PASS candidate after its first head and base runs (`_no_candidate`)."""
+        heads, bases = self.outcomes["head"], self.outcomes["base"]
+        return bool(heads and bases) and not _no_candidate(heads[0], bases[0])
+
+
+def _side_runs(
+    source, repo, number, base, log_dir, side, chains, run, result, steps, state: _SideState
+) -> bool:
+    """The runs `steps` of one side (a part of `_schedule`), added to `state`. False when a run makes extraction
+    impossible (its reason set on `result`)."""
+    outcomes = state.outcomes
+    for when, i in steps:
+        if state.stopped:
+            break
         chain = chains[when][1]
         name = f"{when}-{i}" if side == Side.BACKEND else f"{side}-{when}-{i}"
         if side == Side.BACKEND:
@@ -236,10 +265,7 @@ def _side_runs(source, repo, number, base, log_dir, side, chains, run, result, d
         elif when == "base":
             selection = _passing_everywhere(outcomes["head"])
             if not selection:
-                if decisive:  # with another side, the PR may still be an instance: no error on it
-                    result.error = (
-                        f"{side}: no test passed in every head run: nothing to label, the other runs skipped"
-                    )
+                state.stopped = True  # nothing passed in every head run: nothing left to label
                 break
         else:
             selection = ()
@@ -260,23 +286,17 @@ def _side_runs(source, repo, number, base, log_dir, side, chains, run, result, d
         stop = _why_not(res, when, name)
         if stop is not None:
             result.status, result.error = stop
-            return None
+            return False
         outcomes[when].append(res.tests)
         if when == "base":
-            base_errors |= set(res.collection_errors)
+            state.base_errors |= set(res.collection_errors)
             if not res.suite_ran:
                 # Killed or crashed before any report (e.g. the bug leaks memory until the container's limit):
                 # no test has a base outcome. As for a file that fails to collect, the tests the test patch
                 # adds or rewrites that pass at head are FAIL_TO_PASS and the rest are
                 # unknown at base, never FAIL_TO_PASS by default.
-                base_errors |= {grading.file_of(t) for run_ in outcomes["head"] for t in run_}
-        if decisive and (when, i) == ("base", 1) and _no_candidate(outcomes["head"][0], res.tests):
-            result.error = (
-                "no test passes at head and fails at base after one run of each: no FAIL_TO_PASS "
-                "(more runs can only remove tests), the other runs skipped"
-            )
-            break
-    return outcomes, base_errors
+                state.base_errors |= {grading.file_of(t) for run_ in outcomes["head"] for t in run_}
+    return True
 
 
 def _passing_everywhere(head_runs: list[dict]) -> tuple[str, ...]:

@@ -1,5 +1,5 @@
-"""The order and the number of extraction runs: head-1 and base-1 first; a one-side PR without any FAIL_TO_PASS
-candidate after them stops there; otherwise every run happens (flakiness needs them all), a Playwright side's
+"""The order and the number of extraction runs: head-1 and base-1 of each side first; a PR without any
+FAIL_TO_PASS candidate in any side after them stops there; otherwise every run happens (flakiness needs them all), a Playwright side's
 base runs on the tests that passed in every head run."""
 
 from __future__ import annotations
@@ -217,12 +217,12 @@ def test_a_playwright_side_with_nothing_passing_at_head_skips_its_base_runs(fron
         1,
         0,
     )
-    assert "no test passed in every head run" in result.error
+    assert "other runs skipped" in result.error and "frontend: no test passed at head-1" in result.error
 
 
-def test_a_side_with_nothing_passing_at_head_does_not_stop_the_other(tmp_path):
-    """With two sides, a Playwright side where nothing passes at head stops after head-1 and labels nothing;
-    the backend side still makes the instance, with no error on it."""
+@pytest.fixture
+def fullstack_pr(tmp_path):
+    """Base, then head changing backend and frontend code, a backend test file and a Playwright spec file."""
     work = tmp_path / "work"
     for d in ("backend/app", "backend/tests", "frontend/src", "frontend/tests"):
         (work / d).mkdir(parents=True)
@@ -244,20 +244,63 @@ def test_a_side_with_nothing_passing_at_head_does_not_stop_the_other(tmp_path):
     )
     _git(work, "add", "-A")
     _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "head")
-    head = _git(work, "rev-parse", "HEAD").strip()
-    one, two = "tests/test_items.py::test_one", "tests/test_items.py::test_two"
-    backend = {"head": {one: P, two: P}, "base": {one: P, two: F}}
-    failing = {"tests/items.spec.js:1:1 › one": F, "tests/items.spec.js:2:1 › two": F}
+    return work / ".git", base, _git(work, "rev-parse", "HEAD").strip()
+
+
+B_ONE, B_TWO = "tests/test_items.py::test_one", "tests/test_items.py::test_two"
+F_ONE, F_TWO = "tests/items.spec.js:1:1 › one", "tests/items.spec.js:2:1 › two"
+
+
+def _fullstack_runner(backend: dict[str, dict], frontend: dict[str, dict]):
+    """Outcomes by side and by head/base; records the run names in order."""
     seen: list[str] = []
 
     def run(req):
         name = Path(req.log_dir).name
         seen.append(name)
-        tests = failing if name.startswith("frontend") else backend[name.split("-")[0]]
-        return RunResult(RunStatus.COMPLETED, tests=tests, suite_ran=True, image="img")
+        side, when = (
+            (frontend, name.split("-")[1]) if name.startswith("frontend") else (backend, name.split("-")[0])
+        )
+        return RunResult(RunStatus.COMPLETED, tests=side[when], suite_ran=True, image="img")
 
-    result = extraction.extract(load_source("demo"), work / ".git", 7, base, head, tmp_path / "logs", run=run)
+    return run, seen
+
+
+def test_a_side_with_nothing_passing_at_head_does_not_stop_the_other(fullstack_pr, tmp_path):
+    """With two sides, a Playwright side where nothing passes at head stops after head-1 and labels nothing;
+    the backend side still makes the instance, with no error on it."""
+    repo, base, head = fullstack_pr
+    run, seen = _fullstack_runner(
+        {"head": {B_ONE: P, B_TWO: P}, "base": {B_ONE: P, B_TWO: F}}, {"head": {F_ONE: F, F_TWO: F}}
+    )
+    result = extraction.extract(load_source("demo"), repo, 7, base, head, tmp_path / "logs", run=run)
     assert [n for n in seen if n.startswith("frontend")] == ["frontend-head-1"]
+    assert seen[:3] == ["head-1", "base-1", "frontend-head-1"]  # every side's first runs before the others
     assert result.status == ExtractionStatus.OK and result.error is None
-    assert result.backend_fail_to_pass == [two] and result.backend_pass_to_pass == [one]
+    assert result.backend_fail_to_pass == [B_TWO] and result.backend_pass_to_pass == [B_ONE]
     assert result.frontend_fail_to_pass == [] and result.frontend_pass_to_pass == []
+
+
+def test_two_sides_without_a_candidate_stop_after_one_run_of_each(fullstack_pr, tmp_path):
+    """Rule: no test passing at head and not at base in any side after head-1 and base-1 of each: no
+    FAIL_TO_PASS whatever the other runs say, so a two-side PR stops after four runs (before: all ten)."""
+    repo, base, head = fullstack_pr
+    backend = {B_ONE: P, B_TWO: P}
+    frontend = {F_ONE: P, F_TWO: P}
+    run, seen = _fullstack_runner({"head": backend, "base": backend}, {"head": frontend, "base": frontend})
+    result = extraction.extract(load_source("demo"), repo, 7, base, head, tmp_path / "logs", run=run)
+    assert seen == ["head-1", "base-1", "frontend-head-1", "frontend-base-1"]
+    assert result.status == ExtractionStatus.NO_FAIL_TO_PASS and "other runs skipped" in result.error
+    assert result.backend_pass_to_pass == [B_ONE, B_TWO] and result.frontend_pass_to_pass == [F_ONE, F_TWO]
+
+
+def test_one_side_with_a_candidate_gets_every_run_of_both(fullstack_pr, tmp_path):
+    """A candidate in one side: every run of both sides (the other side's PASS_TO_PASS needs them all)."""
+    repo, base, head = fullstack_pr
+    frontend = {F_ONE: P, F_TWO: P}
+    run, seen = _fullstack_runner(
+        {"head": {B_ONE: P, B_TWO: P}, "base": {B_ONE: P, B_TWO: F}}, {"head": frontend, "base": frontend}
+    )
+    result = extraction.extract(load_source("demo"), repo, 7, base, head, tmp_path / "logs", run=run)
+    assert len(seen) == 10 and result.status == ExtractionStatus.OK
+    assert result.frontend_pass_to_pass == [F_ONE, F_TWO] and result.backend_fail_to_pass == [B_TWO]
