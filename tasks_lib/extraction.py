@@ -173,6 +173,21 @@ def extract(
             (engine.PatchInput("gold", split.patch), engine.PatchInput("test_patch", split.test_patch)),
         ),
     }
+    state = _run_sides(source, repo, number, base, log_dir, sides, chains, run, result)
+    if state is None:
+        return _done(result, start, log_dir)
+    for side in sides:
+        _label_side(source, repo, base, head, split, side, state[side], result)
+    has_f2p = result.backend_fail_to_pass or result.frontend_fail_to_pass
+    result.status = ExtractionStatus.OK if has_f2p else ExtractionStatus.NO_FAIL_TO_PASS
+    return _done(result, start, log_dir)
+
+
+def _run_sides(source, repo, number, base, log_dir, sides, chains, run, result) -> dict | None:
+    """Every side's runs, head-1 and base-1 of each side first: after them, no FAIL_TO_PASS candidate in any side
+    means none at all (more runs only remove tests from FAIL_TO_PASS: a test whose outcome changes is flaky,
+    the fallback only narrows), and the other runs are skipped. {side: _SideState}, or None when a run makes
+    extraction impossible (its reason set on `result`)."""
     state = {side: _SideState() for side in sides}
     schedule = _schedule(chains)
     for phase, steps in (("first", schedule[:2]), ("rest", schedule[2:])):
@@ -180,10 +195,8 @@ def extract(
             if not _side_runs(
                 source, repo, number, base, log_dir, side, chains, run, result, steps, state[side]
             ):
-                return _done(result, start, log_dir)
+                return None
         if phase == "first" and not any(state[side].has_candidate() for side in sides):
-            # More runs only remove tests from FAIL_TO_PASS (a test whose outcome changes is flaky, the
-            # fallback only narrows): after one run of each, no candidate in any side means none at all.
             stopped = [f"{side}: no test passed at head-1" for side in sides if state[side].stopped]
             result.error = (
                 "no test passes at head and fails at base after one run of each: no FAIL_TO_PASS "
@@ -191,26 +204,23 @@ def extract(
                 + (f" ({'; '.join(stopped)})" if stopped else "")
             )
             break
-    for side in sides:
-        outcomes, collection_errors = state[side].outcomes, state[side].base_errors
-        if not outcomes["base"]:
-            continue  # nothing passed at head: this side labels nothing
-        if side == Side.BACKEND:
-            changed = changed_tests(source, repo, base, head, patches.changed_paths(split.test_patch_backend))
-        else:
-            changed = _changed_spec_tests(
-                source, repo, base, head, split.test_patch_frontend, outcomes["head"]
-            )
-        labels = grading.extract_labels(
-            outcomes["base"],
-            outcomes["head"],
-            base_collection_errors=collection_errors,
-            changed_tests=changed,
-        )
-        result.set_labels(side, labels)
-    has_f2p = result.backend_fail_to_pass or result.frontend_fail_to_pass
-    result.status = ExtractionStatus.OK if has_f2p else ExtractionStatus.NO_FAIL_TO_PASS
-    return _done(result, start, log_dir)
+    return state
+
+
+def _label_side(source, repo, base, head, split, side, state: _SideState, result: ExtractionResult) -> None:
+    """One side's FAIL_TO_PASS / PASS_TO_PASS from its runs (`grading.extract_labels`); a side where nothing
+    passed at head has no base run and labels nothing."""
+    outcomes = state.outcomes
+    if not outcomes["base"]:
+        return
+    if side == Side.BACKEND:
+        changed = changed_tests(source, repo, base, head, patches.changed_paths(split.test_patch_backend))
+    else:
+        changed = _changed_spec_tests(source, repo, base, head, split.test_patch_frontend, outcomes["head"])
+    labels = grading.extract_labels(
+        outcomes["base"], outcomes["head"], base_collection_errors=state.base_errors, changed_tests=changed
+    )
+    result.set_labels(side, labels)
 
 
 def _schedule(chains) -> list[tuple[str, int]]:

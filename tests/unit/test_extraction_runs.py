@@ -21,25 +21,39 @@ def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
 
 
+def _two_commits(
+    tmp_path: Path, base_files: dict[str, str], head_files: dict[str, str]
+) -> tuple[Path, str, str]:
+    """A repository with a base commit of `base_files`, then a head commit rewriting `head_files`
+    (paths relative to the repository): (git dir, base sha, head sha)."""
+    work = tmp_path / "work"
+    shas = []
+    for files in (base_files, head_files):
+        for rel, text in files.items():
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            (work / rel).write_text(text)
+        if not shas:
+            _git(tmp_path, "init", "-q", str(work))
+        _git(work, "add", "-A")
+        _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", f"commit {len(shas)}")
+        shas.append(_git(work, "rev-parse", "HEAD").strip())
+    return work / ".git", shas[0], shas[1]
+
+
+BACKEND_BASE = {
+    "backend/app/items.py": "def n():\n    return 1\n",
+    "backend/tests/test_items.py": "def test_one():\n    pass\n",
+}
+BACKEND_HEAD = {
+    "backend/app/items.py": "def n():\n    return 2\n",
+    "backend/tests/test_items.py": "def test_one():\n    pass\n\ndef test_two():\n    pass\n",
+}
+
+
 @pytest.fixture
 def pr(tmp_path):
     """A demo-shaped repository: base, then head changing backend code and a backend test file."""
-    work = tmp_path / "work"
-    (work / "backend/app").mkdir(parents=True)
-    (work / "backend/tests").mkdir(parents=True)
-    (work / "backend/app/items.py").write_text("def n():\n    return 1\n")
-    (work / "backend/tests/test_items.py").write_text("def test_one():\n    pass\n")
-    _git(tmp_path, "init", "-q", str(work))
-    _git(work, "add", "-A")
-    _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "base")
-    base = _git(work, "rev-parse", "HEAD").strip()
-    (work / "backend/app/items.py").write_text("def n():\n    return 2\n")
-    (work / "backend/tests/test_items.py").write_text(
-        "def test_one():\n    pass\n\ndef test_two():\n    pass\n"
-    )
-    _git(work, "add", "-A")
-    _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "head")
-    return work / ".git", base, _git(work, "rev-parse", "HEAD").strip()
+    return _two_commits(tmp_path, BACKEND_BASE, BACKEND_HEAD)
 
 
 def _runner(outcomes: dict[str, dict], base_ran: bool = True):
@@ -109,25 +123,16 @@ def test_a_test_the_test_patch_rewrites_is_fail_to_pass_when_its_file_has_no_bas
     """Rule (extraction 3): in a file without base outcomes, a test the test patch rewrites (its code differs)
     is FAIL_TO_PASS like an added one; an untouched test of the same file stays unknown at base
     (fastapi-template #1429: its Playwright tests rewritten to use the PR's new private API)."""
-    work = tmp_path / "work"
-    (work / "backend/app").mkdir(parents=True)
-    (work / "backend/tests").mkdir(parents=True)
-    (work / "backend/app/items.py").write_text("def n():\n    return 1\n")
     before = "def test_same():\n    pass\n\ndef test_rewritten():\n    assert True\n"
-    (work / "backend/tests/test_items.py").write_text(before)
-    _git(tmp_path, "init", "-q", str(work))
-    _git(work, "add", "-A")
-    _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "base")
-    base = _git(work, "rev-parse", "HEAD").strip()
-    (work / "backend/app/items.py").write_text("def n():\n    return 2\n")
     after = "from app.items import n\n\ndef test_same():\n    pass\n\ndef test_rewritten():\n    assert n() == 2\n"
-    (work / "backend/tests/test_items.py").write_text(after)
-    _git(work, "add", "-A")
-    _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "head")
-    head = _git(work, "rev-parse", "HEAD").strip()
+    repo, base, head = _two_commits(
+        tmp_path,
+        {**BACKEND_BASE, "backend/tests/test_items.py": before},
+        {**BACKEND_HEAD, "backend/tests/test_items.py": after},
+    )
     same, rewritten = "tests/test_items.py::test_same", "tests/test_items.py::test_rewritten"
     run, _ = _runner({"head": {same: P, rewritten: P}, "base": {}}, base_ran=False)
-    result = extraction.extract(load_source("demo"), work / ".git", 7, base, head, tmp_path / "logs", run=run)
+    result = extraction.extract(load_source("demo"), repo, 7, base, head, tmp_path / "logs", run=run)
     assert result.status == ExtractionStatus.OK and result.fallback_used
     assert result.backend_fail_to_pass == [rewritten] and result.unknown_at_base == [same]
 
@@ -135,22 +140,13 @@ def test_a_test_the_test_patch_rewrites_is_fail_to_pass_when_its_file_has_no_bas
 @pytest.fixture
 def frontend_pr(tmp_path):
     """Base, then head changing frontend code and a Playwright spec file (the demo source's frontend dir)."""
-    work = tmp_path / "fwork"
-    (work / "frontend/src").mkdir(parents=True)
-    (work / "frontend/tests").mkdir(parents=True)
-    (work / "frontend/src/app.js").write_text("export const n = 1;\n")
     spec = "import { test } from '@playwright/test';\n\ntest('one', async () => {});\n"
-    (work / "frontend/tests/items.spec.js").write_text(spec)
-    _git(tmp_path, "init", "-q", str(work))
-    _git(work, "add", "-A")
-    _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "base")
-    base = _git(work, "rev-parse", "HEAD").strip()
-    (work / "frontend/src/app.js").write_text("export const n = 2;\n")
-    spec += "\ntest('two', async () => {});\n\ntest('three', async () => {});\n"
-    (work / "frontend/tests/items.spec.js").write_text(spec)
-    _git(work, "add", "-A")
-    _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "head")
-    return work / ".git", base, _git(work, "rev-parse", "HEAD").strip()
+    more = "\ntest('two', async () => {});\n\ntest('three', async () => {});\n"
+    return _two_commits(
+        tmp_path,
+        {"frontend/src/app.js": "export const n = 1;\n", "frontend/tests/items.spec.js": spec},
+        {"frontend/src/app.js": "export const n = 2;\n", "frontend/tests/items.spec.js": spec + more},
+    )
 
 
 ONE, TWO, THREE = (
@@ -223,28 +219,19 @@ def test_a_playwright_side_with_nothing_passing_at_head_skips_its_base_runs(fron
 @pytest.fixture
 def fullstack_pr(tmp_path):
     """Base, then head changing backend and frontend code, a backend test file and a Playwright spec file."""
-    work = tmp_path / "work"
-    for d in ("backend/app", "backend/tests", "frontend/src", "frontend/tests"):
-        (work / d).mkdir(parents=True)
-    (work / "backend/app/items.py").write_text("def n():\n    return 1\n")
-    (work / "backend/tests/test_items.py").write_text("def test_one():\n    pass\n")
-    (work / "frontend/src/app.js").write_text("export const n = 1;\n")
-    (work / "frontend/tests/items.spec.js").write_text("test('one', async () => {});\n")
-    _git(tmp_path, "init", "-q", str(work))
-    _git(work, "add", "-A")
-    _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "base")
-    base = _git(work, "rev-parse", "HEAD").strip()
-    (work / "backend/app/items.py").write_text("def n():\n    return 2\n")
-    (work / "backend/tests/test_items.py").write_text(
-        "def test_one():\n    pass\n\ndef test_two():\n    pass\n"
+    return _two_commits(
+        tmp_path,
+        {
+            **BACKEND_BASE,
+            "frontend/src/app.js": "export const n = 1;\n",
+            "frontend/tests/items.spec.js": "test('one', async () => {});\n",
+        },
+        {
+            **BACKEND_HEAD,
+            "frontend/src/app.js": "export const n = 2;\n",
+            "frontend/tests/items.spec.js": "test('one', async () => {});\ntest('two', async () => {});\n",
+        },
     )
-    (work / "frontend/src/app.js").write_text("export const n = 2;\n")
-    (work / "frontend/tests/items.spec.js").write_text(
-        "test('one', async () => {});\ntest('two', async () => {});\n"
-    )
-    _git(work, "add", "-A")
-    _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "head")
-    return work / ".git", base, _git(work, "rev-parse", "HEAD").strip()
 
 
 B_ONE, B_TWO = "tests/test_items.py::test_one", "tests/test_items.py::test_two"
