@@ -183,6 +183,55 @@ def test_wall_clock_timeout_kills_the_stack(
     assert not docker_engine.volumes.list(filters=flt)
 
 
+ORDER_PROBE = """
+import os
+
+# Read when the module is collected: the repository's code must not run before the prestart steps are done.
+DONE_AT_IMPORT = os.path.exists(os.path.expanduser("~/prestart-done"))
+
+
+def test_imported_after_the_prestart():
+    assert DONE_AT_IMPORT
+"""
+
+
+def test_the_tests_run_no_code_before_the_prestart_is_done(
+    demo_source, demo_repo, demo_prs, tmp_path, base_images
+):
+    """No code of the repository runs in the test process until the prestart steps are done (a test module
+    reads at import what the last prestart step writes after a pause: a guard for any cut that overlaps the
+    two, docs/performance.md section 16). A prestart that fails: no test runs."""
+    base, _ = _pr(demo_repo, demo_prs, "feature")
+    probe = engine.PatchInput("test_patch", _new_file_diff("backend/tests/test_order.py", ORDER_PROBE))
+    slow = dataclasses.replace(
+        demo_source,
+        backend=dataclasses.replace(
+            demo_source.backend,
+            prestart=(*demo_source.backend.prestart, 'sleep 2 && touch "$HOME/prestart-done"'),
+        ),
+    )
+    res = engine.run_tests(
+        engine.RunRequest(
+            slow, demo_repo, base, tmp_path / "order", (probe,), selection=("tests/test_order.py",)
+        )
+    )
+    assert res.status == RunStatus.COMPLETED, res.error
+    assert res.tests == {"tests/test_order.py::test_imported_after_the_prestart": Outcome.PASSED}, (
+        res.messages
+    )
+
+    failing = dataclasses.replace(
+        demo_source, backend=dataclasses.replace(demo_source.backend, prestart=("sleep 1 && exit 3",))
+    )
+    res = engine.run_tests(
+        engine.RunRequest(
+            failing, demo_repo, base, tmp_path / "fail", (probe,), selection=("tests/test_order.py",)
+        )
+    )
+    assert res.status == RunStatus.PRESTART_FAILED
+    assert not res.tests and not (tmp_path / "fail" / "junit.xml").exists()
+
+
 def test_unchanged_lock_is_a_cache_hit(demo_source, demo_repo, demo_prs, base_images):
     """A second build of an unchanged lock builds nothing and takes seconds."""
     base, _ = _pr(demo_repo, demo_prs, "feature")
