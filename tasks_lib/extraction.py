@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from tasks_lib import engine, gitops, grading, patches, test_scope
+from tasks_lib.changed_tests import changed_spec_tests, changed_test_functions
 from tasks_lib.constants import PASSING_OUTCOMES, ExtractionStatus, RunStatus, Side
 from tasks_lib.sources import SourceRecord
 
@@ -118,7 +119,7 @@ class ExtractionResult:
 
 def changed_tests(source: SourceRecord, repo: Path, base: str, head: str, test_paths: list[str]) -> set[str]:
     """Test ids (relative to the backend dir) that the PR's test files add or rewrite, found with `ast`
-    (`patches.changed_test_functions`)."""
+    (`changed_test_functions`)."""
     prefix = source.backend.prefix
     out: set[str] = set()
     for path in test_paths:
@@ -129,7 +130,7 @@ def changed_tests(source: SourceRecord, repo: Path, base: str, head: str, test_p
             continue
         before = gitops.read_file(repo, base, path)
         rel = path[len(prefix) :]
-        out |= patches.changed_test_functions(before.decode() if before else None, after.decode(), rel)
+        out |= changed_test_functions(before.decode() if before else None, after.decode(), rel)
     return out
 
 
@@ -349,7 +350,7 @@ def _changed_spec_tests(
     source: SourceRecord, repo: Path, base: str, head: str, test_patch_frontend: str, head_runs: list[dict]
 ) -> set[str]:
     """Playwright tests (ids of the head runs) that the test patch adds or rewrites: every test of a spec file
-    it creates, and in a file it changes the tests whose text differs (`patches.changed_spec_tests`)."""
+    it creates, and in a file it changes the tests whose text differs (`changed_spec_tests`)."""
     from tasks_lib import playwright_report
 
     prefix = source.frontend.prefix
@@ -370,7 +371,7 @@ def _changed_spec_tests(
         if after is None:
             continue
         text = lambda b: b.decode("utf-8", "replace")  # noqa: E731
-        out |= patches.changed_spec_tests(text(before) if before is not None else None, text(after), tests)
+        out |= changed_spec_tests(text(before) if before is not None else None, text(after), tests)
     return out
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from tasks_lib.changed_tests import strip_params
 from tasks_lib.constants import PASSING_OUTCOMES, Blame, Outcome, RunStatus, Status, default_blame
-from tasks_lib.patches import strip_params
 
 MISSING = "missing"
 
