@@ -1,6 +1,7 @@
 """Curation of a whole season, everything counted: its wall time ÷ its valid instances (issue 19's "minutes per
 valid instance"). Runs `pbench curate` once from empty output and cache folders (images stay: they are keyed by
-content), samples the machine's busy cores every second, and summarizes the season's own logs:
+content), reads the machine's busy CPU time before and after (as scaling.py does), and summarizes the season's
+own logs:
 
     python benchmarks/season.py --season template --prs-file ../shared/reference/fastapi-template/prs.jsonl \
         --mirror /work/.mirror/fastapi+full-stack-fastapi-template/repo [--max-concurrency 2] [--json out.json]
@@ -17,22 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import _bench
 from scaling import busy_seconds
-
-
-def sample_busy(stop: threading.Event, into: list[float]) -> None:
-    """The machine's busy cores over each second until `stop`."""
-    last = busy_seconds()
-    while not stop.wait(1.0):
-        now = busy_seconds()
-        into.append(now - last)
-        last = now
 
 
 def summarize(season_dir: Path) -> dict:
@@ -87,16 +78,12 @@ def main() -> None:
         cmd += ["--max-concurrency", str(args.max_concurrency)]
         cmd += ["--prs-file", args.prs_file] if args.prs_file else []
         cmd += ["--mirror", args.mirror] if args.mirror else []
-        busy: list[float] = []
-        stop = threading.Event()
-        sampler = threading.Thread(target=sample_busy, args=(stop, busy), daemon=True)
         start_utc, load = datetime.now(UTC).isoformat(timespec="seconds"), _bench.load()
-        t0 = time.monotonic()
-        sampler.start()
+        busy, t0 = busy_seconds(), time.monotonic()
         with open(root / "curate.log", "w") as log:
             rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
         wall = time.monotonic() - t0
-        stop.set()
+        busy = busy_seconds() - busy
         out = {
             "command": " ".join(cmd),
             "exit_code": rc,
@@ -104,7 +91,7 @@ def main() -> None:
             "end_utc": datetime.now(UTC).isoformat(timespec="seconds"),
             "load_at_start": round(load, 2),
             "wall_s": round(wall, 1),
-            "mean_busy_cores": round(sum(busy) / max(1, len(busy)), 2),
+            "mean_busy_cores": round(busy / wall, 2),
             **summarize(root / "out" / "seasons" / args.season),
         }
         out["min_per_valid"] = round(wall / 60 / out["valid"], 2) if out["valid"] else None
