@@ -14,6 +14,8 @@ from cli.corpus import _instance, curate
 from tasks_lib.constants import ExitCode
 from tasks_lib.errors import InputError
 
+NO_CACHE_HELP = "Score again, ignoring the verdicts cached for the same content (the fresh ones are cached)."
+
 
 @app.command()
 def score(
@@ -24,6 +26,7 @@ def score(
     source: str | None = typer.Option(None, help="Source record (default: by the instance's repo)."),
     mirror: Path | None = typer.Option(None, help="Local mirror of the source repository."),
     as_json: bool = typer.Option(False, "--json", help="Print the verdict as JSON (same exit codes)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
 ):
     """Score one patch: exit 0 resolved, 1 not resolved, 2 the harness could not run."""
     from tasks_lib import corpus, evaluation, paths
@@ -42,7 +45,8 @@ def score(
     src = corpus.source_for(inst, source)
     repo = evaluation.repo_for(src, mirror, needs=(inst.base_commit,))
     out = out or paths.runs_dir() / "score" / f"{instance_id}-{prediction.patch_sha256[:12]}"
-    verdict = evaluation.score_instance(inst, prediction, src, repo, out / "logs")
+    cache = evaluation.VerdictCache(refresh=no_cache)
+    verdict = evaluation.score_instance(inst, prediction, src, repo, out / "logs", cache=cache)
     out.mkdir(parents=True, exist_ok=True)
     (out / "verdict.json").write_text(json.dumps(verdict.to_json(), indent=2))
     color = "green" if verdict.resolved else ("red" if not verdict.infra_failure else "yellow")
@@ -74,6 +78,7 @@ def _evaluate(
     mirror=None,
     dask_address=None,
     dask_workers=None,
+    no_cache=False,
 ) -> dict:
     from tasks_lib import repos, runs
 
@@ -90,6 +95,7 @@ def _evaluate(
         tiers=tiers,
         source=source,
         mirror=repos.parse_mirrors(mirror or ()),
+        no_cache=no_cache,
     )
     report = _answered_from_cache(plan)
     if report is not None:
@@ -115,6 +121,7 @@ def _evaluate(
                 tiers=list(tiers),
                 source=source,
                 mirror=plan.mirror,
+                no_cache=no_cache,
             )
         finally:
             progress.CALLBACKS.remove(on_verdict)
@@ -183,6 +190,7 @@ def evaluate(
         None, help="Run the fan-out on a local Dask cluster of N workers."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print report.json instead of the text table."),
+    no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
 ):
     """Evaluate one model's predictions: data/runs/<run_id>/ with Parquet results and a report."""
     report = _evaluate(
@@ -199,6 +207,7 @@ def evaluate(
         mirror,
         dask_address=dask_address,
         dask_workers=dask_workers,
+        no_cache=no_cache,
     )
     if as_json:
         typer.echo(json.dumps(report, indent=2, default=str))
@@ -245,6 +254,7 @@ def validate(
         [],
         help="Local mirror of the source repository: PATH, or SOURCE=PATH once per source of the selection.",
     ),
+    no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
 ):
     """Harness self-test: `gold` must resolve every instance and `empty` none. Exit 1 on any exception."""
     if repo:
@@ -263,6 +273,7 @@ def validate(
             tier,
             source=source,
             mirror=mirror,
+            no_cache=no_cache,
         )
         out = Path(rep["out_dir"])
         typer.echo((out / "report.txt").read_text())
@@ -301,5 +312,13 @@ def demo(max_workers: int = typer.Option(2, min=1)):
         max_concurrency=None,
     )
     validate(
-        dataset="demo", max_workers=max_workers, ids=[], domain=[], tier=[], repo=[], source=None, mirror=None
+        dataset="demo",
+        max_workers=max_workers,
+        ids=[],
+        domain=[],
+        tier=[],
+        repo=[],
+        source=None,
+        mirror=None,
+        no_cache=False,
     )

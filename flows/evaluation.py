@@ -40,9 +40,11 @@ def evaluate_model(
     source: str | None = None,
     mirror: str | dict[str, str] | None = None,
     max_workers: int = 2,
+    no_cache: bool = False,
 ) -> dict:
     """`max_workers` instances at once (each holds one Docker stack), whatever task runner the flow was
-    started with: a deployment run scores as the CLI does."""
+    started with: a deployment run scores as the CLI does. `no_cache`: score every instance again, ignoring
+    the verdicts cached for the same content (the fresh ones are still cached)."""
     stopping.chain_sigterm()  # SIGTERM reaches the worker threads too: a stop within seconds
     plan = runs.plan_run(
         dataset,
@@ -55,6 +57,7 @@ def evaluate_model(
         tiers or (),
         source,
         mirror,
+        no_cache=no_cache,
     )
     skipped = runs.missing(plan)
     todo = runs.schedule(plan)  # longest expected first

@@ -30,7 +30,9 @@ from tasks_lib.errors import InputError
 
 __all__ = [
     "DEMO_PRS",
+    "FLAKY_MISS_BOUND",
     "FLAKY_TEST_ID",
+    "FLAKY_TEST_IDS",
     "FRONTEND_FAIL_TO_PASS",  # noqa: F822 (module __getattr__: derived from the data when first asked)
     "GENERATOR_VERSION",
     "REPO",
@@ -60,8 +62,12 @@ DEMO_PRS: dict[str, int] = {
     "fullstack": 16,
 }
 
-# The deliberately flaky test added by the "flaky" PR; node ids are relative to `backend/`.
+# The deliberately flaky test added by the "flaky" PR, in four parametrized copies that each draw one of four
+# failing outcomes per run; node ids are relative to `backend/`. Its docstring computes the bound: the
+# extraction's three head runs and two base runs miss one copy with probability 1/64, all four with 2**-24.
 FLAKY_TEST_ID = "tests/test_items.py::test_list_items_flaky"
+FLAKY_TEST_IDS = tuple(f"{FLAKY_TEST_ID}[{copy}]" for copy in (1, 2, 3, 4))
+FLAKY_MISS_BOUND = (1 / 64) ** len(FLAKY_TEST_IDS)
 FRONTEND_SPEC_PATH = "frontend/tests/items.spec.js"
 
 

@@ -375,6 +375,29 @@ def _changed_spec_tests(
     return out
 
 
+def run_outcomes(log_dir: Path, side: Side = Side.BACKEND) -> dict[str, list[dict[str, str]]]:
+    """Per-test outcomes of each run of one side, as the runs recorded them (`<run>/run.json` under an
+    extraction's log folder): {"head": [run 1, run 2, ...], "base": [...]}, the runs in their order. What
+    `extract_labels` was given, for a reader who wants to see why a test was called flaky."""
+    prefix = "" if side == Side.BACKEND else f"{side}-"
+    out: dict[str, list[dict[str, str]]] = {"head": [], "base": []}
+    for when in out:
+        runs = sorted(
+            log_dir.glob(f"{prefix}{when}-*/run.json"), key=lambda p: int(p.parent.name.rsplit("-", 1)[1])
+        )
+        out[when] = [json.loads(p.read_text()).get("tests", {}) for p in runs]
+    return out
+
+
+def changed_between_runs(log_dir: Path, test_ids, side: Side = Side.BACKEND) -> set[str]:
+    """Those of `test_ids` whose recorded outcome (absent counts as one) changed between two runs of the same
+    side (`run_outcomes`): the tests the flaky detector must report."""
+    runs = run_outcomes(Path(log_dir), side)
+    return {
+        t for t in test_ids if any(len({r.get(t, grading.MISSING) for r in rs}) > 1 for rs in runs.values())
+    }
+
+
 def _done(result: ExtractionResult, start: float, log_dir: Path) -> ExtractionResult:
     result.duration_s = round(time.monotonic() - start, 3)
     log_dir.mkdir(parents=True, exist_ok=True)

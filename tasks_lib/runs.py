@@ -33,6 +33,8 @@ class RunPlan:
     predictions: dict[str, Prediction]
     source_override: str | None = None
     mirror: str | dict[str, str] | None = None
+    # Ignore the verdicts cached for this content (score again), still writing the fresh ones.
+    no_cache: bool = False
 
 
 def plan_run(
@@ -46,6 +48,7 @@ def plan_run(
     tiers: Sequence[str] = (),
     source: str | None = None,
     mirror: str | dict[str, str] | None = None,
+    no_cache: bool = False,
 ) -> RunPlan:
     """Everything checked before a container starts: corpus, predictions, model id and cutoff, run folder."""
     from tasks_lib import corpus, predictions
@@ -94,7 +97,7 @@ def plan_run(
         "harness_version": HARNESS_VERSION,
     }
     out_dir = _run_folder(run_id, meta)
-    return RunPlan(run_id, model, str(cutoff), out_dir, instances, pred_by_id, source, mirror)
+    return RunPlan(run_id, model, str(cutoff), out_dir, instances, pred_by_id, source, mirror, no_cache)
 
 
 def _model_and_cutoff(model: str, model_cutoff: str) -> date:
@@ -171,14 +174,21 @@ def score_planned(plan: RunPlan, instance: TaskInstance, settings: Settings | No
     repo = evaluation.repo_for(source, plan.mirror)
     prediction = plan.predictions[instance.instance_id]
     trace = plan.out_dir / "logs" / instance.instance_id
-    return evaluation.score_instance(instance, prediction, source, repo, trace, settings=settings)
+    cache = evaluation.VerdictCache(refresh=plan.no_cache)
+    return evaluation.score_instance(
+        instance, prediction, source, repo, trace, cache=cache, settings=settings
+    )
 
 
 def answer_from_cache(plan: RunPlan, settings: Settings | None = None) -> dict[str, Verdict] | None:
     """Every verdict of the run without an image build, a container or Prefect, when each planned instance is
     a cache hit, a patch refused before any run, or has no prediction. None at the first instance that needs a
-    real run: probing stops there, so a run that is not cached pays for one probe."""
+    real run: probing stops there, so a run that is not cached pays for one probe. None for a run that ignores
+    the cache (`no_cache`)."""
     from tasks_lib import corpus
+
+    if plan.no_cache:
+        return None
 
     verdicts: dict[str, Verdict] = {}
     for inst in plan.instances:

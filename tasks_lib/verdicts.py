@@ -82,15 +82,17 @@ def cache_key(instance_id: str, patch_sha: str, image_id: str, recipe: str = "")
 class VerdictCache:
     """Verdicts on disk, keyed by instance id + patch hash + image id + harness version and recipe."""
 
-    def __init__(self, root: Path | None = None):
+    def __init__(self, root: Path | None = None, *, refresh: bool = False):
+        """`refresh`: every lookup misses (the run is scored again), every fresh verdict is still written."""
         self.root = root or paths.cache_dir() / "verdicts"
+        self.refresh = refresh
 
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> Verdict | None:
         p = self._path(key)
-        if not p.exists():
+        if self.refresh or not p.exists():
             return None
         return Verdict.from_json(json.loads(p.read_text()))
 

@@ -175,6 +175,48 @@ def test_a_command_whose_verdicts_are_all_cached_never_starts_prefect(gold_run, 
     assert counted.created == []
 
 
+def test_validate_no_cache_scores_again_and_the_normal_command_does_not(gold_run, container_counter):
+    """`pbench validate` on a fully cached selection is answered from the verdict cache (no container, Prefect
+    never started); with `--no-cache` it scores every instance again (the daemon sees containers created, the
+    rows are not `cached`) and still writes the fresh verdicts, so that the next normal command is cached."""
+    select = ("validate", "--dataset", "demo", "--id", BUGFIX)
+    first = subprocess.run(
+        [sys.executable, "-m", "cli.pbench", *select], capture_output=True, text=True, timeout=900
+    )
+    assert first.returncode == 0, first.stderr[-3000:]
+    with container_counter() as counted:
+        cached = pbench_without_prefect(*select)
+    assert cached.returncode == 0 and "self-test passed" in cached.stdout, cached.stderr[-3000:]
+    assert counted.created == [] and "Prefect not started" in cached.stderr
+    with container_counter() as counted:
+        fresh = subprocess.run(
+            [sys.executable, "-m", "cli.pbench", *select, "--no-cache"],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    assert fresh.returncode == 0 and "self-test passed" in fresh.stdout, fresh.stderr[-3000:]
+    assert len(counted.created) >= 2, counted.created  # gold and empty: a test container each at least
+    assert not _rows_of_latest("self-test-gold")["cached"].any()
+    assert not _rows_of_latest("self-test-empty")["cached"].any()
+    with container_counter() as counted:
+        again = pbench_without_prefect(*select)
+    assert again.returncode == 0 and counted.created == [], again.stderr[-3000:]
+    assert _rows_of_latest("self-test-gold")["cached"].all()
+
+
+def _rows_of_latest(model: str) -> pd.DataFrame:
+    """results.parquet of the newest run of `model` that scored exactly the bugfix instance."""
+    from tasks_lib import paths
+
+    runs_ = sorted(paths.runs_dir().glob(f"{model}-*/results.parquet"), key=lambda p: p.stat().st_mtime)
+    for path in reversed(runs_):
+        df = pd.read_parquet(path)
+        if list(df["instance_id"]) == [BUGFIX]:
+            return df
+    raise AssertionError(f"no run of {model} on {BUGFIX} alone")
+
+
 def _score(iid, patch, tmp_path):
     env = {k: v for k, v in os.environ.items()}
     return subprocess.run(

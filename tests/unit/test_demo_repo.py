@@ -296,15 +296,40 @@ def test_bot_pr_is_authored_by_dependabot(repo: Path, prs: list[dict]) -> None:
 
 
 def test_flaky_test_is_added_by_the_flaky_pr(repo: Path, prs: list[dict]) -> None:
-    """Rule: FLAKY_TEST_ID names a test added by the flaky PR, drawn with SystemRandom among 5 outcomes."""
+    """Rule: FLAKY_TEST_ID names a test added by the flaky PR, in four parametrized copies (FLAKY_TEST_IDS) that
+    draw with SystemRandom among four outcomes, none of them a pass; FLAKY_MISS_BOUND is below one in a
+    million (the docstring's (1/64)**4)."""
     pr = pr_of(prs, "flaky")
     path, name = demo_repo.FLAKY_TEST_ID.split("::")
     oid = pr["mergeCommit"]["oid"]
     head_text = git(repo, "show", f"{oid}:backend/{path}")
     assert f"def {name}(" in head_text
     assert "random.SystemRandom()" in head_text
+    assert '_FLAKY_OUTCOMES = ("fail", "skip", "xfail", "error")' in head_text
+    assert '@pytest.mark.parametrize("copy", [1, 2, 3, 4])' in head_text
+    assert tuple(f"{demo_repo.FLAKY_TEST_ID}[{i}]" for i in (1, 2, 3, 4)) == demo_repo.FLAKY_TEST_IDS
+    assert demo_repo.FLAKY_MISS_BOUND == 2**-24 < 1e-6
     assert f"def {name}(" not in git(repo, "show", f"{oid}^1:backend/{path}")
     assert f"backend/{path}" in {f["path"] for f in pr["files"]}
+
+
+def test_the_flaky_bound_is_what_the_detector_misses() -> None:
+    """Rule: the docstring's bound is the detector's: over every outcome sequence of one copy (4**3 head x
+    4**2 base, equally likely), `grading.extract_labels` reports it flaky in all but 4 * 4 = 16 of 1024, and
+    never lists it (1/64 missed, so 2**-24 for four independent copies)."""
+    import itertools
+
+    from tasks_lib import grading
+
+    outcomes = ("failed", "skipped", "xfailed", "error")
+    missed = 0
+    for head in itertools.product(outcomes, repeat=3):
+        for base in itertools.product(outcomes, repeat=2):
+            labels = grading.extract_labels([{"t": o} for o in base], [{"t": o} for o in head])
+            assert labels.fail_to_pass == [] and labels.pass_to_pass == []
+            missed += labels.flaky == []
+    assert missed / 4**5 == 1 / 64
+    assert (missed / 4**5) ** len(demo_repo.FLAKY_TEST_IDS) == demo_repo.FLAKY_MISS_BOUND
 
 
 def test_frontend_only_pr_touches_only_the_frontend(repo: Path, prs: list[dict]) -> None:

@@ -152,3 +152,31 @@ def test_an_engine_run_never_starts_in_a_folder_holding_an_earlier_runs_results(
     seen: list = []
     _score(monkeypatch, tmp_path, unreachable_attempts=0, seen=seen)
     assert seen == [["agent.diff", "test_patch.diff"]]
+
+
+def test_a_refreshing_cache_misses_every_lookup_and_still_writes(monkeypatch, tmp_path):
+    """Rule (`--no-cache`): a cache opened with refresh=True answers no lookup, so the instance is scored
+    again, and keeps the fresh verdict, which the next normal lookup finds."""
+    from tasks_lib.sources import load_source
+
+    verdict, calls, cache = _score(monkeypatch, tmp_path, unreachable_attempts=0)
+    assert verdict.resolved and len(calls) == 1
+    refreshing = evaluation.VerdictCache(cache.root, refresh=True)
+    again = evaluation.score_instance(
+        {
+            "instance_id": "acme__app-1",
+            "base_commit": "a" * 40,
+            "test_patch": "",
+            "fail_to_pass": {"backend": [F2P]},
+            "pass_to_pass": {"backend": [P2P]},
+        },
+        Prediction("acme__app-1", "m", PATCH, PredictionFormat.DIFF),
+        load_source("demo"),
+        tmp_path / "repo.git",
+        tmp_path / "trace2",
+        cache=refreshing,
+    )
+    assert len(calls) == 2 and not again.cached
+    assert refreshing.get("any") is None
+    hit = next(iter(cache.root.rglob("*.json")))
+    assert evaluation.VerdictCache(cache.root).get(hit.stem) is not None

@@ -126,28 +126,33 @@ def test_count_items_leaves_out_archived(client: TestClient) -> None:
 
 # Operating-system randomness: no random.seed(), no PYTHONHASHSEED and no test-ordering plugin fixes it.
 _system_random = random.SystemRandom()
-_FLAKY_OUTCOMES = ("pass", "fail", "skip", "xfail", "error")
+# None of them is a pass: a copy that goes unseen by the detector can never be in either list (a test is
+# FAIL_TO_PASS or PASS_TO_PASS only when it passed in every head run).
+_FLAKY_OUTCOMES = ("fail", "skip", "xfail", "error")
 
 
 @pytest.fixture
 def flaky_outcome() -> str:
-    """Draw this run's outcome of test_list_items_flaky; "error" is raised here, during setup."""
+    """Draw this run's outcome of one copy of test_list_items_flaky; "error" is raised here, during setup."""
     outcome = _system_random.choice(_FLAKY_OUTCOMES)
     if outcome == "error":
         raise RuntimeError("flaky_outcome drew 'error': simulated failure while setting up the test")
     return outcome
 
 
-def test_list_items_flaky(client: TestClient, flaky_outcome: str) -> None:
-    """List items, then end with an outcome drawn at random: this test is flaky on purpose.
+@pytest.mark.parametrize("copy", [1, 2, 3, 4])
+def test_list_items_flaky(client: TestClient, flaky_outcome: str, copy: int) -> None:
+    """List items, then end with an outcome drawn at random: four copies, flaky on purpose.
 
-    Each run draws, uniformly and from the operating system's randomness, one of five outcomes: pass,
-    fail (an assertion), skip (pytest.skip), xfail (pytest.xfail) or error (raised in the flaky_outcome
-    fixture). Five runs, e.g. two at the base commit and three at the head commit, all show the same
-    outcome with probability 5 * (1/5)**5 = 1/625 (about 0.16%), so a flaky-test detector sees it change
-    outcome almost every time. The listing it exercises works at the base commit too.
+    Each copy draws, uniformly, independently and from the operating system's randomness, one of four
+    outcomes per run: fail (pytest.fail), skip (pytest.skip), xfail (pytest.xfail) or error (raised in the
+    flaky_outcome fixture). A flaky-test detector that compares the runs of one side (three head runs, two
+    base runs) misses a copy only when it shows one outcome in all three head runs (4 * (1/4)**3 = 1/16) and
+    one outcome in both base runs (4 * (1/4)**2 = 1/4): 1/64. It misses all four copies with probability
+    (1/64)**4 = 2**-24, about 6.0e-8 (below one in a million). A missed copy is in neither list anyway: it
+    never passes. The listing it exercises works at the base commit too.
     """
-    created = create_item(client, "flaky")
+    created = create_item(client, f"flaky {copy}")
     r = client.get(f"{API}/")
     assert r.status_code == 200
     assert [item["id"] for item in r.json()] == [created["id"]]
@@ -155,7 +160,7 @@ def test_list_items_flaky(client: TestClient, flaky_outcome: str) -> None:
         pytest.skip("flaky test drew 'skip'")
     if flaky_outcome == "xfail":
         pytest.xfail("flaky test drew 'xfail'")
-    assert flaky_outcome == "pass", "flaky test drew 'fail'"
+    pytest.fail("flaky test drew 'fail'")
 
 
 def test_delete_item(client: TestClient) -> None:
