@@ -7,11 +7,13 @@ from enum import StrEnum
 # Bump when grading or the engine changes in a way that can change a verdict: it is part of
 # every evaluation cache key, so a new harness never reuses an old harness's verdicts.
 # 0.2: untrusted code runs as an unprivileged user; JUnit cross-checked. 0.3: the judge cannot be forged
-# (test tooling from the image, frozen and watched tree, canaries, audit, static check); blame per verdict.
+# (test tooling from the image, frozen and watched tree, witness tests, audit, evidence channel, static check); blame per verdict.
 # 0.3.2: a name outside the task's network fails at once (the runner's resolver), no longer after 10 s: a test
 # that waited on such a lookup (a mail sent, a backend behind it) may meet its own time limits where it did not.
 # 0.3.3: Playwright runs Debian's chromium-headless-shell (Playwright's own headless browser), not the full one.
-HARNESS_VERSION = "0.3.3"
+# 0.4.0: witness tests inside the graded files (no canary files); the code that ran compared with the files'
+# bytes; strict identity; evidence through a channel the runner reads; the specs' tsconfig is the harness's.
+HARNESS_VERSION = "0.4.0"
 # Bump when the extraction's rules change (which runs, how labels are drawn) without a verdict changing: part
 # of the extraction cache key only (season_plan.harness_key), so evaluation caches stay.
 # 2: a base run killed before it reports knows no base outcome (only added tests are FAIL_TO_PASS).

@@ -97,6 +97,7 @@ def _side_request(
         side,
         label=f"{instance.instance_id} {side}",
         pytest_plugins=plugins,
+        graded=(*f2p, *p2p),
     )
 
 
@@ -130,7 +131,7 @@ def grade_side(f2p: list[str], p2p: list[str], result: engine.RunResult) -> grad
         exit_code_mismatch=result.exit_code_mismatch,
         report_disagreements=result.report_disagreements,
         tampering=result.tampering,
-        canary_doubts=result.canary_doubts,
+        witness_doubts=result.witness_doubts,
         blame=result.blame,
     )
     if not result.restored or g.infra_failure:

@@ -119,7 +119,7 @@ def grade(
     exit_code_mismatch: bool = False,
     report_disagreements: Sequence[str] = (),
     tampering: Sequence[str] = (),
-    canary_doubts: Sequence[str] = (),
+    witness_doubts: Sequence[str] = (),
     blame: str = "",
 ) -> Grade:
     """Verdict of one side. A test missing from the results fails; a skipped test fails; no evidence
@@ -147,8 +147,8 @@ def grade(
         report_disagreements,
         blame,
     )
-    if g.resolved and canary_doubts:
-        seen += list(canary_doubts)
+    if g.resolved and witness_doubts:
+        seen += list(witness_doubts)
     if not seen:
         return g
     note = "tampering: " + "; ".join(seen[:3]) + (f" (+{len(seen) - 3} more)" if len(seen) > 3 else "")

@@ -1,7 +1,7 @@
 """A static check of the agent's patch: non-test code that reaches into the test runner or the harness.
 
 The tests import the agent's code, so that code runs inside the test runner's process and could rewrite the
-runner's verdicts in memory. The harness's run-time witnesses (canaries, the launcher's audit) see what such
+runner's verdicts in memory. The harness's run-time witnesses (the witness tests, the launcher's audit) see what such
 code does; this check sees what it says, before any container starts. Pure: lines added by the patch to files
 that are not test files. A web feature never needs any of this, and what the reference patch itself does is
 never held against an agent (`allowed`).

@@ -21,6 +21,8 @@
 //                failed to load in a first run, so that a second run gives the other files' outcomes.
 //   metadata.pbench  { frontendDir, repoConfig, droppedProjects, ignored }: lets the report parser make paths
 //                relative to the frontend dir.
+//   tsconfig     PBENCH_PW_TSCONFIG, when set: the one tsconfig every spec and what it imports compiles with,
+//                the harness's (containers/runner/pbench_tsconfig.py), whatever tsconfig the tree holds.
 //
 // Relative paths of the repository's config (testDir, outputDir, snapshotDir, globalSetup, globalTeardown,
 // tsconfig, per-project testDir/snapshotDir) are resolved against the repository config's directory, because
@@ -182,6 +184,7 @@ for (const key of ['globalSetup', 'globalTeardown']) {
   if (key in base) config[key] = resolveScripts(base[key]);
 }
 if (projects !== undefined) config.projects = projects;
+if (env.PBENCH_PW_TSCONFIG) config.tsconfig = env.PBENCH_PW_TSCONFIG;
 if (env.PBENCH_PW_GLOBAL_TIMEOUT_MS) config.globalTimeout = Number.parseInt(env.PBENCH_PW_GLOBAL_TIMEOUT_MS, 10);
 if (dropped.length) console.log(`pbench: dropped non-Chromium projects: ${dropped.join(', ')}`);
 

@@ -31,7 +31,7 @@ import urllib.request
 from pathlib import Path
 
 from pbench_proc import TOOL_GID, TOOL_UID, Untrusted, can_drop_privileges, collect_stage, kill_all_others
-from pbench_protect import node_modules_dirs
+from pbench_protect import node_modules_dirs, shared
 
 TOOLS = Path(__file__).parent
 PW_ROOT = Path("/pbench/pw")  # the tool user's: stage (reports), home, tmp
@@ -58,10 +58,10 @@ def link_node_modules(deps: Path, repo: Path, log: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.symlink_to(nm)
         lines.append(f"linked {target} -> {nm}")
-        # Vite and friends keep caches in node_modules/.vite*, .cache: they may create entries at the top
-        # (sticky: the image's packages stay as they are, read-only).
+        # Vite and friends keep caches in node_modules/.vite*, .cache: the test user may create entries at the
+        # top (sticky: the image's packages stay as they are, read-only); Playwright's user may not.
         try:
-            nm.chmod(0o1777)
+            shared(nm, 0o1775)
         except PermissionError:
             lines.append(f"pbench: could not open {nm} for caches")
     with open(log, "a") as fh:
@@ -283,6 +283,8 @@ def _playwright(run, fe: dict, out: Path) -> dict:
             "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1",
         }
     )
+    if getattr(run, "pw_tsconfig", None):
+        env["PBENCH_PW_TSCONFIG"] = run.pw_tsconfig
     env.update({k: v for k, v in fe.get("playwright_env", {}).items()})
     selection = list(job_selection(run.job))
     bare = [node, str(cli), "test", "-c", str(TOOLS / "playwright.pbench.config.mjs")]
@@ -317,8 +319,6 @@ def _playwright(run, fe: dict, out: Path) -> dict:
 
 def job_selection(job: dict):
     yield from job["test"].get("selection", [])
-    for canary in job.get("canaries", []):
-        yield canary["select"]
 
 
 def _run_tool(cmd, run, env, out: Path, log: str = "test.log") -> int:

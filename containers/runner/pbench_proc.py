@@ -16,7 +16,9 @@ import contextlib
 import os
 import shlex
 import signal
+import socket
 import stat
+import struct
 import subprocess
 import threading
 import time
@@ -126,6 +128,7 @@ class Untrusted:
         gid=TEST_GID,
         name="",
         on_exceeded=None,
+        pass_fds=(),
     ):
         self.name = name or (cmd if shell else shlex.join(cmd))
         self.log = open(log, "ab")  # noqa: SIM115 (closed by close(), after the reader thread)
@@ -141,6 +144,7 @@ class Untrusted:
             env=env,
             shell=shell,
             preexec_fn=become(uid, gid) if can_drop_privileges() else os.setsid,
+            pass_fds=tuple(pass_fds),
         )
         self.budget = budget
         self.on_exceeded = on_exceeded
@@ -186,14 +190,83 @@ class Untrusted:
         return round(time.monotonic() - self.start, 3)
 
 
-def run_untrusted(cmd, cwd, log, env, budget: OutputBudget, shell=False, uid=TEST_UID, gid=TEST_GID):
+def run_untrusted(
+    cmd, cwd, log, env, budget: OutputBudget, shell=False, uid=TEST_UID, gid=TEST_GID, channel=None
+):
     """Run repository code (or a tool) as another user. Its output comes through a pipe (it cannot rewrite
     or truncate the log); when it exits, or the output cap is reached, every process it left is killed
-    before the log is closed. Returns (exit code, seconds)."""
-    proc = Untrusted(cmd, cwd, log, env, budget, shell=shell, uid=uid, gid=gid, on_exceeded=kill_all_others)
+    before the log is closed. `channel` (an EvidenceChannel): its other end is handed to the process, and
+    read to its end. Returns (exit code, seconds)."""
+    pass_fds = (channel.child_fd,) if channel is not None else ()
+    proc = Untrusted(
+        cmd,
+        cwd,
+        log,
+        env,
+        budget,
+        shell=shell,
+        uid=uid,
+        gid=gid,
+        on_exceeded=kill_all_others,
+        pass_fds=pass_fds,
+    )
+    if channel is not None:
+        channel.started(proc.proc.pid)
     code = proc.wait()
     kill_all_others()  # a background process holding the pipe would otherwise keep the log open
+    if channel is not None:
+        channel.finish()
     return code, proc.close(code)
+
+
+class EvidenceChannel:
+    """A socket pair for evidence that must leave a process as it happens (the launcher's test reports and
+    findings): the process gets one end (`child_fd`), the runner reads the other to its end in a thread of
+    its own and writes every message to `log` with the id of the process that sent it, which the kernel
+    attaches (SO_PASSCRED): a message is only ever added, never taken back, and one from another process
+    (a forked child of the tested process) is seen as such."""
+
+    def __init__(self, log: Path, budget: OutputBudget):
+        self.mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.mine.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        theirs.set_inheritable(True)
+        self._theirs = theirs
+        self.child_fd = theirs.fileno()
+        self.log, self.budget = log, budget
+        self.pid = None
+        self.messages = 0
+        self.thread = threading.Thread(target=self._read, daemon=True)
+
+    def started(self, pid: int) -> None:
+        self.pid = pid
+        self._theirs.close()  # the runner's copy: the end comes when the process and its children are gone
+        self.thread.start()
+
+    def _read(self) -> None:
+        size = socket.CMSG_SPACE(struct.calcsize("3i"))
+        with open(self.log, "ab") as fh:
+            while True:
+                try:
+                    data, ancillary, _flags, _addr = self.mine.recvmsg(65536, size)
+                except OSError:
+                    return
+                if not data:
+                    return
+                pid = -1
+                for level, kind, value in ancillary:
+                    if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+                        pid = struct.unpack("3i", value[: struct.calcsize("3i")])[0]
+                line = f"{pid}\t".encode() + data.replace(b"\n", b"\\n") + b"\n"
+                allowed = self.budget.spend(len(line), "evidence channel")
+                fh.write(line[:allowed])
+                fh.flush()
+                self.messages += 1
+                if allowed < len(line):
+                    return
+
+    def finish(self, timeout: float = 10) -> None:
+        self.thread.join(timeout)
+        self.mine.close()
 
 
 def collect_stage(stage: Path, budget: OutputBudget | None = None, out: Path | None = None):

@@ -35,10 +35,34 @@ from pbench_rules import (  # noqa: F401  (re-exported: the runner reads the rul
     restore_protected,
     site_dirs,
     tsconfig_redirects,
-    write_canaries,
 )
 
 # ----------------------------------------------------------------------------- during the run
+
+
+def shared(path, mode: int) -> None:
+    """Root's folder with `mode`; group-writable modes for the test user's group only. Owner first: the
+    runner (CAP_CHOWN, no CAP_FOWNER) may change the mode of its own folders only."""
+    if can_drop_privileges():
+        os.chown(path, 0, TEST_GID if mode & 0o020 else 0)
+    os.chmod(path, mode)
+
+
+def remove_bytecode(repo: Path) -> list[str]:
+    """Delete every compiled file of the work tree (`*.pyc`, `*.pyo`, `__pycache__/`) before the run: code of
+    the tree runs from its source only, so any bytecode read later was written at run time (the launcher's
+    audit hook names it). Returns what was removed, relative to the repository."""
+    removed = []
+    for root, dirs, files in os.walk(repo):
+        if root == str(repo) and ".git" in dirs:
+            dirs.remove(".git")
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d)) and d != "node_modules"]
+        for name in files:
+            if name.endswith((".pyc", ".pyo")):
+                path = os.path.join(root, name)
+                os.unlink(path)
+                removed.append(os.path.relpath(path, repo))
+    return removed
 
 
 def _sha(path: Path) -> str:
@@ -74,8 +98,16 @@ class Guard:
         py_names=frozenset(),
         node_roots=(),
         node_names=frozenset(),
+        package_dirs=(),
+        shared_mode=0o1775,
     ):
         self.repo = repo
+        # The folders on the way to protected files: sticky, the test user's group may create files there;
+        # 0o1777 where Playwright's user must too (its tests write their own state files into the tree).
+        self.shared_mode = shared_mode
+        # The image's node_modules folders (linked into the tree): a new package there during the run is
+        # never the image's (caches are dot-entries).
+        self.package_dirs = {str(p) for p in package_dirs}
         self.patterns = list(patterns) + list(HARNESS_PROTECTED)
         self.extra = set(extra_protected)
         self.py_roots = {str(repo / r) if r else str(repo) for r in import_roots}
@@ -92,6 +124,8 @@ class Guard:
         return rel in self.extra or match_any(rel, self.patterns) or (watched_dir and relevant_name(name))
 
     def _suspicious(self, folder: str, name: str) -> str | None:
+        if folder in self.package_dirs:
+            return None if name.startswith(".") else "a package created in the image's node_modules"
         if relevant_name(name):
             return "runner-relevant file"
         if folder in self.py_roots and module_name(name) in self.py_names:
@@ -117,7 +151,9 @@ class Guard:
         git_dir = self.repo / ".git"
         if git_dir.is_dir():
             os.chmod(git_dir, 0o700)
-        self.watched = {d: set(os.listdir(d)) for d in sorted(folders)}
+        self.watched = {
+            d: set(os.listdir(d)) for d in sorted(folders | self.package_dirs) if os.path.isdir(d)
+        }
         self._watcher = _Inotify(self.watched, self._on_event)
         self._watcher.start()
 
@@ -159,12 +195,17 @@ class Guard:
                 or self._is_protected(os.path.relpath(os.path.join(d, e), self.repo), True)
                 for e in os.listdir(d)
             )
-            # A folder of tests only: nobody else writes there. Otherwise sticky: new files may be created,
-            # but root's entries cannot be renamed, replaced or removed.
-            os.chmod(d, 0o755 if pure else 0o1777)
+            # A folder of tests only: nobody else writes there. Otherwise sticky: the repository's code may
+            # create files, root's entries cannot be renamed, replaced or removed (`shared_mode`).
+            shared(d, 0o755 if pure else self.shared_mode)
 
     def _on_event(self, folder: str, name: str, what: str) -> None:
         rel = os.path.relpath(os.path.join(folder, name), self.repo)
+        if folder in self.package_dirs:
+            why = self._suspicious(folder, name)
+            if why and what in ("created", "moved in"):
+                self.events.append(f"{os.path.join(folder, name)} {what} during the run ({why})")
+            return
         why = "protected file" if rel in self.protected else self._suspicious(folder, name)
         if why:
             self.events.append(f"{rel} {what} during the run ({why})")
@@ -181,9 +222,12 @@ class Guard:
             for name in sorted(now - before):
                 why = self._suspicious(folder, name)
                 if why:
-                    findings.append(
-                        f"{os.path.relpath(os.path.join(folder, name), self.repo)} appeared {when} ({why})"
+                    shown = (
+                        os.path.join(folder, name)
+                        if folder in self.package_dirs
+                        else os.path.relpath(os.path.join(folder, name), self.repo)
                     )
+                    findings.append(f"{shown} appeared {when} ({why})")
         for rel, digest in self.protected.items():
             path = self.repo / rel
             try:

@@ -9,8 +9,8 @@ TypeScript path mappings that would redirect an installed package.
 
 from __future__ import annotations
 
-import configparser
 import fnmatch
+import json
 import os
 import re
 import subprocess
@@ -18,6 +18,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+from pbench_configs import ParseError, image_view, ini_section, load_tsconfig  # read as the tools read them
 from pbench_globs import HARNESS_PROTECTED, match_any  # shipped beside this file: the host's matcher
 from pbench_jsonc import read_jsonc  # the host's reader of tsconfig/bun.lock text
 
@@ -133,34 +134,29 @@ def node_package_names(deps_root="/deps") -> set[str]:
 # ----------------------------------------------------------------------------- after an untrusted patch
 
 
-def _ini_section(text, name):
-    parser = configparser.ConfigParser(interpolation=None)
-    parser.read_string(text)
-    return dict(parser[name]) if parser.has_section(name) else None
-
-
 PYTEST_SECTIONS = {
     "pyproject.toml": lambda text: tomllib.loads(text).get("tool", {}).get("pytest"),
-    "setup.cfg": lambda text: _ini_section(text, "tool:pytest"),
+    "setup.cfg": lambda text: ini_section(text, "tool:pytest"),
 }
 
 
 def pytest_section_changed(rel, repo):
     """True when an edit changed the pytest table of a pyproject.toml / setup.cfg (other tables are the
-    agent's to change: dependencies, tool settings). Unreadable after the patch counts as changed."""
+    agent's to change: dependencies, tool settings), read as pytest reads it. Unreadable after the patch,
+    or read differently by pytest's parser and another, counts as changed."""
     parse = PYTEST_SECTIONS.get(rel.rsplit("/", 1)[-1])
     if parse is None:
         return False
     try:
         before = parse(git_quiet(["show", f"HEAD:{rel}"], repo))
-    except (subprocess.CalledProcessError, ValueError, configparser.Error):
+    except (subprocess.CalledProcessError, ValueError):
         before = None  # a new file
     target = repo / rel
     if not target.is_file() or target.is_symlink():
         return before is not None
     try:
         after = parse(target.read_text())
-    except (ValueError, configparser.Error, UnicodeDecodeError):
+    except (ValueError, ParseError, UnicodeDecodeError):
         return True
     return before != after
 
@@ -177,49 +173,33 @@ def key_matches_package(key: str, packages: set[str]) -> str | None:
     return None
 
 
-def tsconfig_redirects(repo: Path, rel: str, packages: set[str], seen=None) -> list[str]:
-    """Installed packages that the tsconfig at `rel` (and what it extends or references inside the tree)
-    maps elsewhere: `paths` keys, or a `baseUrl` (Playwright then resolves every bare import there first)
-    whose folder holds an entry named like an installed package. Unreadable counts as a redirect."""
-    seen = set() if seen is None else seen
-    if rel in seen:
+def tsconfig_redirects(repo: Path, rel: str, packages: set[str]) -> list[str]:
+    """Installed packages that the tsconfig at `rel` maps elsewhere, read as Playwright reads it (what it
+    extends, by path or by package name, and its references): `paths` keys that capture a package, or a
+    `baseUrl` (Playwright then resolves every bare import there first) whose folder holds an entry named
+    like an installed package. A file it names that cannot be read, or does not exist yet (a file written
+    later would decide), counts as a redirect too."""
+    path = str(repo / rel)
+    if not os.path.exists(path):
         return []
-    seen.add(rel)
-    path = repo / rel
-    try:
-        data = read_jsonc(path.read_text(encoding="utf-8-sig"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return [f"{rel} is not readable as JSON"] if path.exists() else []
-    if not isinstance(data, dict):
-        return [f"{rel} is not a JSON object"]
     found = []
-    options = data.get("compilerOptions") or {}
-    for key in options.get("paths") or {}:
-        hit = key_matches_package(str(key), packages)
-        if hit:
-            found.append(f"{rel} maps the installed package {hit!r} (paths key {key!r})")
-    base_url = options.get("baseUrl")
-    if isinstance(base_url, str):
-        folder = (path.parent / base_url).resolve()
-        if folder.is_dir() and str(folder).startswith(str(repo)):
-            for entry in folder.iterdir():
-                if entry.name in packages:
-                    found.append(
-                        f"{rel}: baseUrl folder holds {entry.name!r}, named like an installed package"
-                    )
-    targets = data.get("extends") or []
-    targets = [targets] if isinstance(targets, str) else list(targets)
-    targets += [r.get("path") for r in data.get("references") or [] if isinstance(r, dict)]
-    for target in targets:
-        if isinstance(target, str) and target.startswith("."):
-            nxt = (path.parent / target).resolve()
-            if nxt.is_dir():
-                nxt = nxt / "tsconfig.json"
-            elif not nxt.suffix:
-                nxt = nxt.with_suffix(".json")
-            if str(nxt).startswith(str(repo) + "/"):
-                found += tsconfig_redirects(repo, str(nxt.relative_to(repo)), packages, seen)
-    return found
+    read, exists = image_view(str(repo))
+    for config in load_tsconfig(path, read, exists):
+        where = os.path.relpath(config["path"], repo)
+        found += [f"{e} (not readable as JSON)" for e in config["errors"]]
+        found += [
+            f"{where} names {os.path.relpath(m, repo)}, which does not exist" for m in config["missing"]
+        ]
+        for key in (config.get("paths") or {}).get("mapping") or {}:
+            hit = key_matches_package(str(key), packages)
+            if hit:
+                found.append(f"{where} maps the installed package {hit!r} (paths key {key!r})")
+        base_url = config.get("baseUrl")
+        if base_url and os.path.isdir(base_url) and base_url.startswith(str(repo)):
+            for entry in sorted(os.listdir(base_url)):
+                if entry in packages:
+                    found.append(f"{where}: baseUrl folder holds {entry!r}, named like an installed package")
+    return list(dict.fromkeys(found))
 
 
 def restore_protected(
@@ -293,11 +273,29 @@ class _Rules:
                 name = module_name(top) if kind == "module" else top
                 if top not in self.base_tops[r] and name in names:
                     return f"shadows the installed {kind} {name!r} (a new top-level entry of {r or '.'}/)"
+        if rel.rsplit("/", 1)[-1] == "package.json" and self.node_names:
+            why = _self_reference(target, self.node_names)
+            if why:
+                return why
         if TS_CONFIG.search(rel) and self.node_names:
             hits = tsconfig_redirects(self.repo, rel, set(self.node_names))
             if hits:
                 return "TypeScript path mapping: " + "; ".join(hits[:2])
         return None
+
+
+def _self_reference(path: Path, packages: set[str]) -> str | None:
+    """A package.json named like an installed package: Node resolves that name to the package itself (its
+    "exports") before node_modules, so a spec's import of it would load the tree's code. Unreadable counts."""
+    if not path.is_file():
+        return None
+    try:
+        name = json.loads(path.read_text(encoding="utf-8")).get("name")
+    except (OSError, ValueError, UnicodeDecodeError, AttributeError):
+        return "package.json is not readable as a JSON object"
+    if isinstance(name, str) and name in packages:
+        return f"package name {name!r} would capture the installed package (a self-reference)"
+    return None
 
 
 def _inside(path: str, root: str) -> str | None:
@@ -333,11 +331,3 @@ def agent_changed_files(repo, before_ref) -> list[str]:
     """Files the untrusted patch left changed (after the restore), relative to the repository."""
     out = git_quiet(["diff", "--name-only", "--no-renames", "-z", before_ref], repo)
     return sorted(filter(None, out.split("\0")))
-
-
-def write_canaries(repo, canaries):
-    """The harness's own tests (outcomes known in advance), written by root before the tree is frozen."""
-    for canary in canaries:
-        path = repo / canary["path"]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(canary["content"])

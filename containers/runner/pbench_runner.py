@@ -2,7 +2,7 @@
 
 Reads /pbench/in/job.json and writes /pbench/out/result.json; every step's output goes to its own log under
 /pbench/out, so a trace can be read without re-running anything. /pbench/in and /pbench/out are root's only
-(the job names the canary tests); the harness's code the other users run is in /pbench/tools.
+(the job names the graded tests the witnesses copy); the harness's code the other users run is in /pbench/tools.
 
 Privilege separation (pbench_proc): the runner is root with only SETUID/SETGID/KILL/CHOWN (its first act is the
 sandbox's resolver, pbench_dns, on 127.0.0.1:53, taken before any other code runs); the repository's code
@@ -32,6 +32,7 @@ from pbench_proc import (  # noqa: E402
     OUT,
     TEST_GID,
     TEST_UID,
+    EvidenceChannel,
     OutputBudget,
     Untrusted,
     can_drop_privileges,
@@ -103,7 +104,7 @@ def fresh_dir(path: Path, uid=TEST_UID, gid=TEST_GID) -> Path:
 
 
 def lock_down():
-    """Only root reads the job (canary names), the patches and the results."""
+    """Only root reads the job (the graded tests), the patches and the results (the witnesses written)."""
     for path in (IN, OUT):
         path.mkdir(parents=True, exist_ok=True)
         if can_drop_privileges():
@@ -164,6 +165,7 @@ class Run:
         self.node_names: set[str] = set()
         self.agent_files: list[str] = []
         self.servers = None  # a frontend run's dev server, when it started before the gate
+        self.pw_tsconfig = None  # a Playwright run's tsconfig, the harness's (pbench_tsconfig)
 
     def finish(self, status):
         if self.guard is not None:
@@ -215,34 +217,88 @@ class Run:
                 self.agent_files += protect.agent_changed_files(repo, BASE_TAG)
             else:
                 snapshot(repo, f"after {patch['name']}")
-        canaries = self.job.get("canaries", [])
-        if canaries:
-            protect.write_canaries(repo, canaries)
-            snapshot(repo, "canaries")
+        if self.job.get("witnesses"):
+            self.write_witnesses(self.job["witnesses"])
+            snapshot(repo, "witnesses")
         with open(OUT / "applied.diff", "w") as fh:
             diff = subprocess.run(["git", "diff", BASE_TAG, "HEAD"], cwd=repo, capture_output=True, text=True)
             fh.write(diff.stdout)
         self.timings["patch_s"] = round(time.monotonic() - t0, 3)
         return True
 
+    def write_witnesses(self, spec: dict) -> None:
+        """The witness tests, written by root into the graded test files after the test patch (pbench_witness):
+        what they are goes to result.json only (root's); a Playwright run's selection follows the lines."""
+        import secrets
+
+        import pbench_witness
+
+        rng = secrets.SystemRandom()
+        playwright = spec.get("runner") == "playwright"
+        written = []
+        for rel, models in sorted(spec.get("files", {}).items()):
+            path = self.workdir / rel
+            if path.is_symlink() or not path.is_file():
+                continue
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            plan = pbench_witness.plan_spec if playwright else pbench_witness.plan_pytest
+            new_text, found = plan(text, models, rng)
+            if not found:
+                continue
+            path.write_text(new_text, encoding="utf-8")
+            written += [{"path": rel, **w} for w in found]
+        self.result["witnesses"] = written
+        if playwright and written:
+            selection = []
+            for arg in self.job["test"].get("selection", []):
+                file, _, line = arg.rpartition(":")
+                mine = [w for w in written if w["path"] == file]
+                selection.append(
+                    f"{file}:{pbench_witness.shift_line(int(line), mine)}" if line.isdigit() and mine else arg
+                )
+            selection += [f"{w['path']}:{w['line']}" for w in written]
+            self.job["test"]["selection"] = selection
+
     def freeze(self):
         if not self.py_names:
             self._rules()
         (TOOLS / "agent-files.json").write_text(json.dumps(sorted(set(self.agent_files))))
-        if self.job["test"]["runner"] == "playwright":
+        removed = protect.remove_bytecode(self.repo)
+        if removed:
+            with open(OUT / "patch.log", "a") as fh:
+                fh.write(f"pbench: removed {len(removed)} bytecode file(s) from the tree: {removed[:5]}\n")
+        playwright = self.job["test"]["runner"] == "playwright"
+        if playwright:
             import pbench_frontend
+            import pbench_tsconfig
 
             pbench_frontend.link_node_modules(Path("/deps"), self.repo, OUT / "prestart.log")
+            if self.job.get("frontend", {}).get("harness_tsconfig", True):
+                selection = [a.rpartition(":")[0] or a for a in self.job["test"].get("selection", [])]
+                folder = self.workdir / os.path.dirname(selection[0]) if selection else self.workdir
+                self.pw_tsconfig, notes = pbench_tsconfig.write(
+                    str(self.repo), str(folder), str(TOOLS / "tsconfig"), self.node_names
+                )
+                with open(OUT / "prestart.log", "a") as fh:
+                    fh.write(f"pbench: the specs compile with {self.pw_tsconfig}: {'; '.join(notes)}\n")
         self.guard = protect.Guard(
             self.repo,
             self.job["test_patterns"],
-            extra_protected=[c["path"] for c in self.job.get("canaries", [])],
             import_roots=self.py_roots,
             py_names=self.py_names,
             node_roots=self.node_roots,
             node_names=self.node_names,
+            package_dirs=protect.node_modules_dirs("/deps") if playwright else (),
+            shared_mode=0o1777 if playwright else 0o1775,
         )
         self.guard.freeze()
+        # The launcher compares the code that ran with these files' bytes (pbench_audit.py).
+        (TOOLS / "protected.json").write_text(
+            json.dumps(sorted(r for r in self.guard.protected if r.endswith(".py")))
+        )
         fresh_dir(TEST_HOME)
 
     def serve_early(self) -> None:
@@ -312,14 +368,22 @@ class Run:
         cmd += [f"--junitxml={stage / 'junit.xml'}"]
         if test.get("continue_on_collection_errors"):
             cmd.append("--continue-on-collection-errors")
-        cmd += test.get("selection", []) + [c["select"] for c in self.job.get("canaries", [])]
-        env["PBENCH_AUDIT"] = str(stage / "audit.json")
+        cmd += test.get("selection", [])
+        channel = EvidenceChannel(OUT / "evidence.log", self.budget)
+        env["PBENCH_EVIDENCE_FD"] = str(channel.child_fd)
         env["PBENCH_AGENT_FILES_JSON"] = str(TOOLS / "agent-files.json")
+        env["PBENCH_PROTECTED_JSON"] = str(TOOLS / "protected.json")
         if self.job.get("pytest_plugins") is not None:
             env["PBENCH_PYTEST_PLUGINS"] = json.dumps(self.job["pytest_plugins"])
         phase("tests")
-        code, secs = run_untrusted(cmd, self.workdir, OUT / "test.log", env, self.budget)
-        self.result["test"] = {"command": cmd, "exit_code": code, "seconds": secs}
+        code, secs = run_untrusted(cmd, self.workdir, OUT / "test.log", env, self.budget, channel=channel)
+        self.result["test"] = {
+            "command": cmd,
+            "exit_code": code,
+            "seconds": secs,
+            "pid": channel.pid,
+            "evidence_messages": channel.messages,
+        }
         self.timings["test_s"] = secs
 
     def tests(self):
@@ -366,6 +430,10 @@ def pytest_command(test: dict, env: dict, workdir: Path, repo: Path):
         # Every outcome's summary line (the cross-check reads them), without the PASSES section that -rA
         # adds: the captured output of every passing test (~20 MB and half the time of a large real suite).
         "-rfEsxXp",
+        # Every failure and error in its section, whatever the source's --tb said: the cross-check reads them.
+        "--tb=short",
+        # Every selected test runs whatever fails first (a must-fail witness among them): no -x / --maxfail.
+        "--maxfail=0",
         "-p",
         "no:cacheprovider",
         "-o",

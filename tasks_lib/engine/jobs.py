@@ -1,7 +1,7 @@
 """What a test container is given: the job (root's only inside), the patches, and the harness's tools.
 
 A job is everything a reader needs to re-run one engine run by hand: it is also written to the run's trace
-folder (`job.json`, canary contents left out).
+folder (`job.json`).
 """
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tasks_lib import canaries as canary_lib
-from tasks_lib import globs, jsonc, paths
+from tasks_lib import globs, jsonc, paths, witnesses
 from tasks_lib.engine.records import DB_PORT, PINNED_ENV, RunRequest, service_aliases
 from tasks_lib.engine.stack import tar
 from tasks_lib.sources import SourceRecord
@@ -21,9 +20,13 @@ RUNNER_FILES = (
     "pbench_rules.py",
     "pbench_protect.py",
     "pbench_pytest.py",
+    "pbench_audit.py",
     "pbench_frontend.py",
     "pbench_await.py",
     "pbench_dns.py",
+    "pbench_witness.py",
+    "pbench_configs.py",
+    "pbench_tsconfig.py",
 )
 FRONTEND_TOOL_FILES = ("playwright.pbench.config.mjs", "pbench-forward.mjs")
 SERVE_TIMEOUT_S = 120
@@ -41,7 +44,7 @@ def tool_files(frontend: bool) -> dict[str, bytes]:
 
 
 def job(
-    request: RunRequest, workdir: str, prestart: list[str], test: dict, canaries=(), awaits=(), **extra
+    request: RunRequest, workdir: str, prestart: list[str], test: dict, witness_spec=None, awaits=(), **extra
 ) -> dict:
     """`awaits`: what the runner waits for before any code of the repository runs (containers/runner/
     pbench_await.py)."""
@@ -56,7 +59,7 @@ def job(
         "test_patterns": list(request.source.test_file_patterns + request.source.test_infra_patterns),
         "prestart": prestart,
         "test": test,
-        "canaries": [c.to_job() for c in canaries],
+        "witnesses": witness_spec,
         "output_cap": request.output_cap,
         "pytest_plugins": list(request.pytest_plugins) if request.pytest_plugins is not None else None,
         "await": list(awaits),
@@ -85,35 +88,29 @@ def service_probes(source: SourceRecord) -> list[dict]:
 
 
 def trace(job_: dict) -> str:
-    """The job as the trace folder keeps it: canary contents and names stay secret (they are per run)."""
-    shown = dict(job_)
-    shown["canaries"] = [{"path": "<canary>"} for _ in job_.get("canaries", [])]
-    return json.dumps(shown, indent=2)
+    """The job as the trace folder keeps it (the witnesses' names are drawn in the container)."""
+    return json.dumps(job_, indent=2)
 
 
-def _canaries(request: RunRequest, side_dir: str, selection: list[str], runner: str) -> list:
-    """Canaries for a run with an untrusted patch, in the folder of the first selected test file."""
-    if not request.untrusted or not selection:
-        return []
-    first = selection[0].rsplit(":", 1)[0] if runner == "playwright" else selection[0]
-    first = first.split("::", 1)[0]
-    folder, _, name = first.rpartition("/")
-    ext = "." + name.rsplit(".", 1)[-1] if "." in name else ".js"
-    return canary_lib.make(side_dir, folder, runner=runner, ext=ext, taken=set(selection))
+def _witness_spec(request: RunRequest, runner: str) -> dict | None:
+    """Witnesses for a run with an untrusted patch, in the files of the graded tests (`witnesses.job_spec`)."""
+    if not request.untrusted or not request.graded:
+        return None
+    spec = witnesses.job_spec(request.graded, runner)
+    return spec if spec["files"] else None
 
 
-def backend_job(request: RunRequest) -> tuple[dict, list]:
+def backend_job(request: RunRequest) -> dict:
     backend = request.source.backend
     selection = list(request.selection)
-    canaries = _canaries(request, backend.dir, selection, backend.runner)
     test = {
         "runner": backend.runner,
         "command": backend.test_command,
         "selection": selection,
         "continue_on_collection_errors": request.continue_on_collection_errors,
     }
-    job_ = job(request, backend.dir, list(backend.prestart), test, canaries, service_probes(request.source))
-    return job_, canaries
+    spec = _witness_spec(request, backend.runner)
+    return job(request, backend.dir, list(backend.prestart), test, spec, service_probes(request.source))
 
 
 def serve_job(request: RunRequest) -> dict:
@@ -122,12 +119,11 @@ def serve_job(request: RunRequest) -> dict:
     return job(request, backend.dir, list(backend.prestart), test, awaits=service_probes(request.source))
 
 
-def frontend_job(request: RunRequest, selection: list[str], global_timeout_ms: int) -> tuple[dict, list]:
+def frontend_job(request: RunRequest, selection: list[str], global_timeout_ms: int) -> dict:
     """The frontend-tests container's job: the source's prestart, the dev server, Playwright from the image
     with the harness's config and reporters, on `selection` (Playwright arguments)."""
     source = request.source
     fe, backend = source.frontend, source.backend
-    canaries = _canaries(request, fe.dir, selection, "playwright")
     frontend = {
         "serve_command": fe.serve_command,
         "serve_url": f"http://localhost:{fe.serve_port}",
@@ -144,8 +140,9 @@ def frontend_job(request: RunRequest, selection: list[str], global_timeout_ms: i
     # Its gate opens once the backend-serve container answers: the container sets its tree up meanwhile.
     server = {"kind": "http", "url": f"http://backend:{backend.serve_port}/"}
     extra = {"frontend": frontend, "frontend_dir": fe.dir}
-    job_ = job(request, fe.dir, list(fe.prestart), test, canaries, [server], **extra)
-    return job_, canaries
+    return job(
+        request, fe.dir, list(fe.prestart), test, _witness_spec(request, "playwright"), [server], **extra
+    )
 
 
 def frontend_env(source: SourceRecord) -> dict[str, str]:

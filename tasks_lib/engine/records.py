@@ -56,6 +56,8 @@ class RunRequest:
     # Test-runner plugins the run may load (entry-point names), None: every one of the run's image.
     pytest_plugins: tuple[str, ...] | None = None
     output_cap: int = OUTPUT_CAP_BYTES
+    # The tests the run is graded on (FAIL_TO_PASS and PASS_TO_PASS ids): the witnesses take their shape.
+    graded: tuple[str, ...] = ()
 
     @property
     def untrusted(self) -> bool:
@@ -83,10 +85,10 @@ class RunResult:
     # with (or a harness bug); never a pass.
     report_disagreements: list[str] = field(default_factory=list)
     # What the run's guards saw: protected files changed, runner-relevant files created, runner modules
-    # replaced, canaries with the wrong outcome, summaries not as the runner prints them. Never a pass.
+    # replaced, witnesses with the wrong outcome, records of the run that disagree. Never a pass.
     tampering: list[str] = field(default_factory=list)
-    # A must-pass canary that did not pass: tampering only in a run that would otherwise be a pass.
-    canary_doubts: list[str] = field(default_factory=list)
+    # A must-pass witness that did not pass: tampering only in a run that would otherwise be a pass.
+    witness_doubts: list[str] = field(default_factory=list)
     blame: str = ""
     messages: dict[str, str] = field(default_factory=dict)
     error: str | None = None
@@ -105,4 +107,5 @@ class RunResult:
         d["status"] = RunStatus(d["status"])
         d["tests"] = {k: Outcome(v) for k, v in d["tests"].items()}
         d.setdefault("stubbed_files", [])
+        d["witness_doubts"] = d.pop("witness_doubts", d.pop("canary_doubts", []))
         return cls(**d)

@@ -1,7 +1,7 @@
 """Reading what a test container left in /pbench/out, through a registry keyed by the runner the source names.
 
-Every reader fills the same RunResult: per-test outcomes (canaries taken out), evidence that the suite ran,
-the cross-check of the two records of the run, and what the guards saw (tampering).
+Every reader fills the same RunResult: per-test outcomes (witnesses taken out), evidence that the suite ran,
+the cross-check of the run's records, and what the guards saw (tampering).
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from tasks_lib import canaries as canary_lib
-from tasks_lib import junit, playwright_report
+from tasks_lib import evidence, junit, playwright_report, witnesses
 from tasks_lib.constants import Blame, Outcome, RunStatus
 from tasks_lib.engine.records import RunResult
 
@@ -68,7 +67,7 @@ def runner_result(result: RunResult, out: Path, runner_exit: int | None) -> dict
     return res
 
 
-def set_report(result: RunResult, report, canaries: list) -> None:
+def set_report(result: RunResult, report, witness_list: list) -> None:
     result.tests = dict(report.tests)
     result.collection_errors = list(report.collection_errors)
     result.messages = dict(report.messages)
@@ -76,24 +75,34 @@ def set_report(result: RunResult, report, canaries: list) -> None:
     result.suite_ran = bool(result.tests) and result.exit_code in (0, 1)
     bad = any(o in (Outcome.FAILED, Outcome.ERROR) for o in result.tests.values()) or result.collection_errors
     result.exit_code_mismatch = (result.exit_code == 0 and bool(bad)) or (result.exit_code == 1 and not bad)
-    if canaries:
-        result.tests, hard, soft = canary_lib.check(canaries, result.tests, result.suite_ran)
+    if witness_list:
+        result.messages = {witnesses.unshift(k, witness_list): v for k, v in result.messages.items()}
+        result.tests, hard, soft = witnesses.check(
+            witness_list, result.tests, result.suite_ran, result.collection_errors
+        )
         result.tampering += hard
-        result.canary_doubts += soft
+        result.witness_doubts += soft
         result.suite_ran = result.suite_ran and bool(result.tests)
 
 
-def read_pytest(result: RunResult, out: Path, runner_exit: int | None, canaries: list, **_) -> None:
-    if runner_result(result, out, runner_exit) is None:
+def _witnesses(res: dict) -> list:
+    return [witnesses.Witness.from_result(w) for w in res.get("witnesses") or []]
+
+
+def read_pytest(result: RunResult, out: Path, runner_exit: int | None, **_) -> None:
+    res = runner_result(result, out, runner_exit)
+    if res is None:
         return
     junit_path = out / "junit.xml"
     if not junit_path.exists():
         result.error = f"no JUnit XML written (test exit {result.exit_code})"
+        _read_channel(result, out, res, None, "")
         return
     try:
         report = junit.parse_junit_file(junit_path)
     except ValueError as exc:
         result.error = f"unreadable JUnit XML: {exc}"
+        _read_channel(result, out, res, None, "")
         return
     log_text = _log(out)
     sections, finals = junit.summary_sections(log_text)
@@ -103,22 +112,29 @@ def read_pytest(result: RunResult, out: Path, runner_exit: int | None, canaries:
         )
     summary = junit.summary_outcomes(log_text, known_ids=report.tests)
     result.report_disagreements = junit.cross_check(report.tests, summary, report.collection_errors)[:50]
-    audit_path = out / "audit.json"
-    if audit_path.exists():
-        try:
-            result.tampering += json.loads(audit_path.read_text()).get("findings", [])
-        except (ValueError, AttributeError):
-            result.tampering.append("the launcher's audit of the test runner is unreadable")
-    else:
-        result.tampering.append(
-            "the launcher's audit of the test runner is missing (the test process ended early)"
-        )
-    set_report(result, junit.merge_outcomes(report, summary), canaries)
+    merged = junit.merge_outcomes(report, summary)
+    _read_channel(result, out, res, merged, log_text)
+    set_report(result, merged, _witnesses(res))
 
 
-def read_playwright(
-    result: RunResult, out: Path, runner_exit: int | None, canaries: list, *, frontend_dir: str
-) -> None:
+def _read_channel(result: RunResult, out: Path, res: dict, report, log_text: str) -> None:
+    """The launcher's evidence channel: its findings, and every other record read against it."""
+    test = res.get("test") or {}
+    path = out / "evidence.log"
+    text = path.read_text(errors="replace") if path.exists() else ""
+    channel = evidence.read_channel(text, test.get("pid"))
+    result.tampering += channel.findings
+    complete = "[pbench: output over the cap" not in log_text
+    result.tampering += evidence.cross_check(
+        channel,
+        junit=report.tests if report is not None else {},
+        junit_collection_errors=report.collection_errors if report is not None else (),
+        log=log_text,
+        complete_log=complete and report is not None,
+    )
+
+
+def read_playwright(result: RunResult, out: Path, runner_exit: int | None, *, frontend_dir: str) -> None:
     res = runner_result(result, out, runner_exit)
     if res is None:
         return
@@ -146,7 +162,7 @@ def read_playwright(
         result.report_disagreements = playwright_report.cross_check_stats(
             stats, playwright_report.list_summary_counts(log_text)
         )
-    set_report(result, report, canaries)
+    set_report(result, report, _witnesses(res))
     if report.timed_out:
         result.status = RunStatus.TIMEOUT
         result.blame = Blame.PATCH

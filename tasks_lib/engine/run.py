@@ -27,7 +27,7 @@ RESULT_FILES = (
     "playwright.json",
     "playwright-load-errors.json",
     "run.json",
-    "audit.json",
+    "evidence.log",
     "phase",
     "test.log",
 )
@@ -142,12 +142,12 @@ class _Side:
 
 def _run_backend(side: _Side, image) -> None:
     """The tests container starts while the services start; its gate opens once they answer."""
-    job, canaries = jobs.backend_job(side.request)
+    job = jobs.backend_job(side.request)
     env = jobs.backend_env(side.request.source, side.service_env)
     container = side.start(image, "tests", env, job, False)
     t0 = time.monotonic()
     side.ready()  # the runner asks the services itself; a service that fails or never answers ends the run here
-    _finish_side(side, container, canaries, None, t0)
+    _finish_side(side, container, None, t0)
 
 
 def _run_frontend(side: _Side, backend_image, image) -> None:
@@ -161,17 +161,17 @@ def _run_frontend(side: _Side, backend_image, image) -> None:
     server = side.start(backend_image, "backend", backend_env, serve, False, aliases=["backend"])
     selection = playwright_report.selection_args(request.selection) if request.selection else []
     left_ms = int(max(30.0, side.deadline - time.monotonic() - 60) * 1000)
-    job, canaries = jobs.frontend_job(request, selection, left_ms)
+    job = jobs.frontend_job(request, selection, left_ms)
     container = side.start(image, "tests", jobs.frontend_env(request.source), job, True)
     t1 = time.monotonic()
     side.ready()
     if not _serving(side, server):
         return
     side.result.timings["backend_serve_s"] = round(time.monotonic() - t0, 3)
-    _finish_side(side, container, canaries, server, t1)
+    _finish_side(side, container, server, t1)
 
 
-def _finish_side(side: _Side, container, canaries, server, t0: float) -> None:
+def _finish_side(side: _Side, container, server, t0: float) -> None:
     """The side's run awaited, its outputs and logs copied to the trace folder, its result read by the reader
     of the runner the source names."""
     request, result, log_dir = side.request, side.result, side.log_dir
@@ -198,7 +198,7 @@ def _finish_side(side: _Side, container, canaries, server, t0: float) -> None:
         return
     side_spec = request.source.frontend if request.side == Side.FRONTEND else request.source.backend
     results.reader_for(side_spec.runner)(
-        result, log_dir, runner_exit, canaries, frontend_dir=getattr(request.source.frontend, "dir", "")
+        result, log_dir, runner_exit, frontend_dir=getattr(request.source.frontend, "dir", "")
     )
 
 

@@ -86,3 +86,19 @@ def no_validator(monkeypatch):
     from tasks_lib import evaluation
 
     monkeypatch.setattr(evaluation.patches, "validate_patch", lambda *a, **k: [])
+
+
+@pytest.fixture(scope="module")
+def frontend(curated_demo):
+    """The demo's frontend-only instance, for attacks on it (attack_kit.Task)."""
+    from attack_kit import FRONTEND, Task
+
+    return Task(FRONTEND)
+
+
+@pytest.fixture(scope="module")
+def fullstack(curated_demo):
+    """The demo's fullstack instance, for attacks on it (attack_kit.Task)."""
+    from attack_kit import FULLSTACK, Task
+
+    return Task(FULLSTACK)

@@ -186,7 +186,7 @@ def test_validate_no_cache_scores_again_and_the_normal_command_does_not(gold_run
     assert first.returncode == 0, first.stderr[-3000:]
     with container_counter() as counted:
         cached = pbench_without_prefect(*select)
-    assert cached.returncode == 0 and "self-test passed" in cached.stdout, cached.stderr[-3000:]
+    assert cached.returncode == 0 and "self-test passed" in cached.stderr, cached.stderr[-3000:]
     assert counted.created == [] and "Prefect not started" in cached.stderr
     with container_counter() as counted:
         fresh = subprocess.run(
@@ -195,7 +195,7 @@ def test_validate_no_cache_scores_again_and_the_normal_command_does_not(gold_run
             text=True,
             timeout=900,
         )
-    assert fresh.returncode == 0 and "self-test passed" in fresh.stdout, fresh.stderr[-3000:]
+    assert fresh.returncode == 0 and "self-test passed" in fresh.stderr, fresh.stderr[-3000:]
     assert len(counted.created) >= 2, counted.created  # gold and empty: a test container each at least
     assert not _rows_of_latest("self-test-gold")["cached"].any()
     assert not _rows_of_latest("self-test-empty")["cached"].any()

@@ -161,14 +161,14 @@ def test_a_runner_written_at_run_time_is_seen_and_never_loaded(task, tmp_path):
 @pytest.mark.parametrize("static", ["on", "off"])
 def test_in_memory_subversion_of_the_reports(task, tmp_path, monkeypatch, static):
     """Application code imported by the tests replaces the runner's report factory: every test reports passed
-    and the JUnit file and the terminal summary agree. The must-fail canary comes back passed and the launcher's
+    and the JUnit file and the terminal summary agree. The must-fail witness comes back passed and the launcher's
     audit sees the replaced function; the static check names the import of the runner. With the static check
     off, the run-time witnesses alone still make it a failure."""
     if static == "off":
         monkeypatch.setattr(static_check, "scan", lambda *a, **k: [])
     v = task.score(task.at_import("backend/app/main.py", IN_MEMORY), tmp_path / static)
     assert not v.resolved and v.blame == "patch", said(v)
-    assert any("must fail and was reported passed" in t for t in v.tampering), said(v)
+    assert any("(must fail) was reported passed" in t for t in v.tampering), said(v)
     assert any("TestReport.from_item_and_call was replaced" in t for t in v.tampering), said(v)
     if static == "on":
         assert any(f.startswith("runner:") and "backend/app/hostile.py" in f for f in v.static_flags), said(v)
@@ -227,7 +227,7 @@ def test_hidden_tests_cannot_be_rewritten_at_run_time(task, tmp_path):
 
 def test_a_summary_appended_at_exit_is_not_the_one_read(task, tmp_path):
     """At exit, the app rewrites the JUnit report to all-passed and prints a forged summary after pytest's: the
-    log holds two summaries (the runner prints one), and the canaries are missing from the forged report."""
+    log holds two summaries (the runner prints one), and the witnesses are missing from the forged report."""
     code = (
         "import atexit, sys\n"
         f"FORGED = {FORGED_JUNIT!r}\n"
@@ -242,7 +242,7 @@ def test_a_summary_appended_at_exit_is_not_the_one_read(task, tmp_path):
     v = task.score(task.at_import("backend/app/main.py", code), tmp_path / "appended")
     assert not v.resolved, said(v)
     assert any("2 short test summaries" in t for t in v.tampering), said(v)
-    assert any("canary" in t and "missing" in t for t in v.tampering), said(v)
+    assert any("witness" in t and "missing" in t for t in v.tampering), said(v)
 
 
 def test_a_hanging_patch_is_its_own_timeout_after_one_attempt(task, tmp_path):

@@ -119,12 +119,12 @@ def test_backend_jobs_await_the_services_and_frontend_jobs_the_backend_server(tm
     service = demo.backend.services[0]
     request = RunRequest(demo, tmp_path, "c0ffee", tmp_path / "log")
     postgres = [{"kind": "postgres", "host": "db", "port": 5432, "user": service.user, "db": service.db}]
-    assert jobs.backend_job(request)[0]["await"] == postgres
+    assert jobs.backend_job(request)["await"] == postgres
     assert jobs.serve_job(request)["await"] == postgres
     server = {"kind": "http", "url": f"http://backend:{demo.backend.serve_port}/"}
-    assert jobs.frontend_job(request, [], 1000)[0]["await"] == [server]  # the backend-serve container's word
+    assert jobs.frontend_job(request, [], 1000)["await"] == [server]  # the backend-serve container's word
     bare = dataclasses.replace(demo, backend=dataclasses.replace(demo.backend, services=()))
-    assert jobs.backend_job(RunRequest(bare, tmp_path, "c0ffee", tmp_path / "log"))[0]["await"] == []
+    assert jobs.backend_job(RunRequest(bare, tmp_path, "c0ffee", tmp_path / "log"))["await"] == []
     assert "pbench_await.py" in jobs.tool_files(False)  # the runner's probes travel with it
 
 

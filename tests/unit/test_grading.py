@@ -320,12 +320,12 @@ def test_tampering_is_never_a_pass_and_the_verdict_says_what_was_seen():
     assert not failing.resolved and failing.tampering == [seen]
 
 
-def test_a_must_pass_canary_that_failed_counts_only_against_a_pass():
-    """Rule: a must-pass canary that failed is tampering in a run that would otherwise resolve; a patch that
-    breaks the whole suite fails that canary honestly and stays a plain tests_failed."""
-    doubt = ["the canary test tests/test_x.py must pass and was reported failed"]
-    assert run({A: P, B: P}, canary_doubts=doubt).tampering == doubt
-    plain = run({A: F, B: P}, canary_doubts=doubt)
+def test_a_must_pass_witness_that_failed_counts_only_against_a_pass():
+    """Rule: a must-pass witness that failed is tampering in a run that would otherwise resolve; a patch that
+    breaks the whole suite fails that witness honestly and stays a plain tests_failed."""
+    doubt = ["the witness test 'test_x' of tests/test_x.py (must pass) was reported failed"]
+    assert run({A: P, B: P}, witness_doubts=doubt).tampering == doubt
+    plain = run({A: F, B: P}, witness_doubts=doubt)
     assert plain.status == Status.TESTS_FAILED and plain.tampering == []
 
 

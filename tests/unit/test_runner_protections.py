@@ -6,26 +6,16 @@
 
 from __future__ import annotations
 
-import importlib
 import os
-import sys
 
 import pytest
-
-from tasks_lib import globs, jsonc, paths
 
 PATTERNS = ["backend/tests/**", "**/conftest.py"]
 
 
 @pytest.fixture(scope="module")
-def runner():
-    sys.modules.setdefault("pbench_globs", globs)
-    sys.modules.setdefault("pbench_jsonc", jsonc)
-    sys.path.insert(0, str(paths.containers_dir() / "runner"))
-    try:
-        yield importlib.import_module("pbench_runner")
-    finally:
-        sys.path.remove(str(paths.containers_dir() / "runner"))
+def runner(runner_import):
+    return runner_import("pbench_runner")
 
 
 BASE = {
