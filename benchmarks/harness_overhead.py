@@ -110,7 +110,7 @@ class BareSide:
         snapshot = gitops.archive(self.repo, inst["base_commit"])
         if self.side == Side.BACKEND:
             env, self.workdir = engine.jobs.backend_env(source, service_env), f"/work/repo/{backend.dir}"
-            job, _ = engine.jobs.backend_job(request)
+            job = engine.jobs.backend_job(request)
         else:
             server = stack.sandbox(
                 backend_image.tag,
@@ -125,11 +125,11 @@ class BareSide:
             server.start()
             engine.services.wait_for_http(server, backend.serve_port, deadline)
             selection = playwright_report.selection_args(self.selection)
-            job, _ = engine.jobs.frontend_job(request, selection, 540_000)
+            job = engine.jobs.frontend_job(request, selection, 540_000)
             self.workdir = f"/work/repo/{source.frontend.dir}"
             env = engine.jobs.frontend_env(source)
             self.frontend = job["frontend"]
-        job["canaries"] = []  # the bare command is the repository's tests alone
+        job["witnesses"] = None  # the bare command is the repository's tests alone
         job["await_gate"] = False
         # The sandbox's limits and resolver, but an idle main process as PID 1 that reaps orphans (a zombie Vite would hold
         # Vite's per-project lock): kill(-1), the runner's "kill everything the test user left", spares PID 1,
@@ -161,7 +161,7 @@ class BareSide:
             )
         if self.side == Side.BACKEND:
             # The repository's own command (`python -m pytest`) with the harness's report arguments: the
-            # launcher, the guards and the canaries are harness overhead.
+            # launcher, the guards and the witnesses are harness overhead.
             args = result["test"]["command"]
             rest = args[args.index("/pbench/tools/pbench_pytest.py") + 1 :]
             self.command = [

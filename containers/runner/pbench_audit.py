@@ -406,7 +406,7 @@ class Audit:
         if self.config is not None:
             self._hooks()
             self._instances()
-        if self.session is not None:
+        if self.session is not None and when == "at the end of the session":
             self.check_code(self.session)
         if sys.pycache_prefix != self.pycache_prefix:
             self.finding(f"sys.pycache_prefix was changed to {sys.pycache_prefix!r}")

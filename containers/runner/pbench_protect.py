@@ -49,19 +49,17 @@ def shared(path, mode: int) -> None:
 
 
 def remove_bytecode(repo: Path) -> list[str]:
-    """Delete every compiled file of the work tree (`*.pyc`, `*.pyo`, `__pycache__/`) before the run: code of
-    the tree runs from its source only, so any bytecode read later was written at run time (the launcher's
-    audit hook names it). Returns what was removed, relative to the repository."""
+    """Delete every compiled file of the work tree (`*.pyc`, `*.pyo`) before the run: code of the tree runs from
+    its source only, so any bytecode read later was written at run time (the launcher's audit hook names it).
+    Nothing has run yet, so the tree's bytecode is the snapshot's (git's index, with the patches). Returns what
+    was removed, relative to the repository."""
+    listed = git_quiet(["ls-files", "-z", "--", "*.pyc", "*.pyo"], repo).split("\0")
     removed = []
-    for root, dirs, files in os.walk(repo):
-        if root == str(repo) and ".git" in dirs:
-            dirs.remove(".git")
-        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d)) and d != "node_modules"]
-        for name in files:
-            if name.endswith((".pyc", ".pyo")):
-                path = os.path.join(root, name)
-                os.unlink(path)
-                removed.append(os.path.relpath(path, repo))
+    for rel in filter(None, listed):
+        path = repo / rel
+        if path.is_file() and not path.is_symlink():
+            path.unlink()
+            removed.append(rel)
     return removed
 
 
