@@ -306,15 +306,31 @@ def export(
     out: Path = typer.Option(
         ..., help="A .jsonl or .parquet file, or a folder for a `datasets` save_to_disk copy."
     ),
+    with_frontend_only: bool = typer.Option(
+        False,
+        "--with-frontend-only",
+        help="Also the instances without a pytest FAIL_TO_PASS test (SWE-bench's grading resolves any patch "
+        "that keeps their PASS_TO_PASS: read them with PrototypeBench's harness only).",
+    ),
 ):
     """A corpus in SWE-bench's flat shape: FAIL_TO_PASS / PASS_TO_PASS as JSON strings (pytest ids), the
-    Playwright ids apart in FAIL_TO_PASS_FRONTEND / PASS_TO_PASS_FRONTEND."""
+    Playwright ids apart in FAIL_TO_PASS_FRONTEND / PASS_TO_PASS_FRONTEND. Instances without a pytest
+    FAIL_TO_PASS test are left out unless --with-frontend-only (their FAIL_TO_PASS would be "[]")."""
     if fmt != "swebench":
         raise InputError(f"--format: one of swebench, got {fmt!r}")
     from tasks_lib import swebench
 
     instances = _corpus(dataset)
-    path = swebench.write(instances, out)
+    kept, left = swebench.gradable(instances)
+    chosen = instances if with_frontend_only else kept
+    path = swebench.write(chosen, out)
     console.print(
-        f"{len(instances)} instance(s) -> {path} (SWE-bench fields, frontend tests apart)", highlight=False
+        f"{len(chosen)} instance(s) -> {path} (SWE-bench fields, frontend tests apart)", highlight=False
     )
+    if left and not with_frontend_only:
+        console.print(
+            f"{len(left)} instance(s) without a pytest FAIL_TO_PASS test left out (SWE-bench's grading would "
+            f"resolve any patch on them; --with-frontend-only to include them): "
+            + ", ".join(i["instance_id"] for i in left),
+            highlight=False,
+        )

@@ -272,10 +272,11 @@ def export_dataset(season: Season, out: Path) -> Path:
     datasets.DatasetDict({"test": datasets.Dataset(table)}).save_to_disk(
         str(hf_dir), num_shards=None if instances else {"test": 1}
     )
-    # The same instances as flat SWE-bench records: the card's `swebench` config.
+    # The same instances as flat SWE-bench records, the card's `swebench` config: those SWE-bench's grading
+    # can judge (a pytest FAIL_TO_PASS test; on the others any patch would resolve).
     from tasks_lib import swebench
 
-    swebench.write(instances, hf_dir / "swebench")
+    swebench.write(swebench.gradable(instances)[0], hf_dir / "swebench")
     (hf_dir / "README.md").write_text(dataset_card(season, instances))
     return hf_dir
 
@@ -310,7 +311,14 @@ def dataset_card(season: Season, instances: list[dict]) -> str:
     ]
     lines += [f"| stack_domain = {k} | {v} |" for k, v in sorted(domains.items())]
     lines += [f"| contamination_tier = {k} | {v} |" for k, v in sorted(tiers.items())]
+    from tasks_lib import swebench
+
+    kept, left = swebench.gradable(instances)
     lines += [
+        "",
+        f"The `swebench` config holds the {len(kept)} instance(s) with a pytest FAIL_TO_PASS test; "
+        f"{len(left)} without one (frontend only) are left out of it: SWE-bench's grading counts an empty "
+        "FAIL_TO_PASS as passed. They are in the default config, for PrototypeBench's harness.",
         "",
         f"Target models: {', '.join(season.target_models)}. Sources: {', '.join(season.sources)}.",
         "",

@@ -6,6 +6,10 @@ SWE-bench's fields, as its datasets define them: `instance_id`, `repo`, `base_co
 frontend (Playwright) tests are kept apart, in `FAIL_TO_PASS_FRONTEND` / `PASS_TO_PASS_FRONTEND` (same encoding),
 so a SWE-bench tool reading the standard fields sees pytest ids only. PrototypeBench's own fields ride along
 (`stack_domain`, `contamination_tier`, `environment` as a JSON string, ...).
+
+An instance without a pytest FAIL_TO_PASS test (a frontend-only one) would export `FAIL_TO_PASS = "[]"`, and
+SWE-bench's grading counts an empty FAIL_TO_PASS as all passed: any patch that keeps PASS_TO_PASS would be
+RESOLVED_FULL. Such instances are not in the flat export unless asked for (`gradable`).
 """
 
 from __future__ import annotations
@@ -67,6 +71,15 @@ def to_swebench(instance: Mapping) -> dict:
         row[key] = "" if value is None else str(value)
     row["environment"] = json.dumps(env, sort_keys=True)
     return row
+
+
+def gradable(instances: Iterable[Mapping]) -> tuple[list[Mapping], list[Mapping]]:
+    """(instances SWE-bench's grading can judge: a pytest FAIL_TO_PASS test at least, the others): the others'
+    flat records would be free wins."""
+    kept, left = [], []
+    for instance in instances:
+        (kept if TaskInstance.of(instance).tests("backend")[0] else left).append(instance)
+    return kept, left
 
 
 def _json_list(row: Mapping, key: str, where: str) -> list[str]:

@@ -327,6 +327,7 @@ def test_the_swebench_export_of_the_demo_loads_back_and_evaluates(gold_run, tmp_
             "swebench",
             "--out",
             str(out),
+            "--with-frontend-only",
         ],
         capture_output=True,
         text=True,
@@ -339,15 +340,18 @@ def test_the_swebench_export_of_the_demo_loads_back_and_evaluates(gold_run, tmp_
         assert json.loads(df.loc[iid, "FAIL_TO_PASS"]) == inst["fail_to_pass"]["backend"]
         assert json.loads(df.loc[iid, "PASS_TO_PASS_FRONTEND"]) == inst["pass_to_pass"]["frontend"]
     hf = tmp_path / "hf"
-    subprocess.run(
+    res = subprocess.run(
         [sys.executable, "-m", "cli.pbench", "export", "--dataset", "demo", "--out", str(hf)],
         check=True,
         capture_output=True,
+        text=True,
     )
+    # By default, no free win: the frontend-only instance (no pytest FAIL_TO_PASS) is left out, and said so.
+    frontend_only = [iid for iid, i in instances.items() if not i["fail_to_pass"]["backend"]]
+    assert frontend_only and all(iid in res.stderr for iid in frontend_only) and "left out" in res.stderr
     ds = datasets.load_from_disk(str(hf))["test"]
-    assert ds.num_rows == len(instances) and {"FAIL_TO_PASS", "PASS_TO_PASS", "version"} <= set(
-        ds.column_names
-    )
+    assert ds.num_rows == len(instances) - len(frontend_only)
+    assert {"FAIL_TO_PASS", "PASS_TO_PASS", "version"} <= set(ds.column_names)
     for args in (["list", "--dataset", str(out)], ["show", BUGFIX, "--dataset", str(out)]):
         res = subprocess.run([sys.executable, "-m", "cli.pbench", *args], capture_output=True, text=True)
         assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr

@@ -106,3 +106,25 @@ def test_a_season_without_a_valid_instance_exports_loadable_empty_datasets(tmp_p
     ds = datasets.load_from_disk(str(hf))["test"]
     assert ds.num_rows == 0 and {"instance_id", "fail_to_pass", "pass_to_pass"} <= set(ds.column_names)
     assert datasets.load_from_disk(str(hf / "swebench"))["test"].num_rows == 0
+
+
+def _graded_by_swebench(row: dict, log_statuses: dict) -> str:
+    """SWE-bench's own grading (`swebench.harness.grading`) of one flat record against a parsed test log."""
+    from swebench.harness.grading import get_eval_tests_report, get_resolution_status
+
+    gold = {"FAIL_TO_PASS": json.loads(row["FAIL_TO_PASS"]), "PASS_TO_PASS": json.loads(row["PASS_TO_PASS"])}
+    return get_resolution_status(get_eval_tests_report(log_statuses, gold))
+
+
+def test_the_flat_export_of_the_committed_corpus_gives_swebench_no_free_win(tmp_path):
+    """Rule: fed to the swebench package's own grading functions with an empty test log per instance, the
+    default flat export of the committed corpus resolves nothing; the instances it leaves out (no pytest
+    FAIL_TO_PASS) are exactly those SWE-bench would have resolved for any patch."""
+    instances = corpus.load_corpus("v0.2")
+    kept, left = swebench.gradable(instances)
+    out = swebench.write(kept, tmp_path / "flat.jsonl")
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == len(kept) > 0
+    statuses = [_graded_by_swebench(row, {}) for row in rows]
+    assert statuses.count("RESOLVED_FULL") == 0, statuses
+    assert left and all(_graded_by_swebench(swebench.to_swebench(i), {}) == "RESOLVED_FULL" for i in left)
