@@ -229,7 +229,8 @@ def stage_package(season: Season, source: SourceRecord, out: Path, mirror: str |
         tier = tiering.assign_tier(iid, pr.merged_at, cutoffs, season.internal_only)
         era_source = source.for_era(source.era_for(pr.merged_at))  # lock files and dirs of the PR's era
         instance = packaging.build_instance(pr, era_source, repo, ext, tier)
-        problems = schema.validate_instance(
+        problems = packaging.apply_leak_gate(instance)
+        problems += schema.validate_instance(
             instance, era_source, commit_exists=lambda sha: gitops.commit_exists(repo, sha)
         )
         if problems:

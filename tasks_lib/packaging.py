@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from tasks_lib import gitops, images, patches
+from tasks_lib import gitops, images, patches, statement_gate
 from tasks_lib.constants import SCHEMA_VERSION, Tier
 from tasks_lib.crawl.base import PullRequest
 from tasks_lib.extraction import ExtractionResult
@@ -83,6 +83,31 @@ def problem_statement(pr: PullRequest) -> tuple[str, str]:
     if titles:
         return "\n".join(dict.fromkeys(titles)), TITLE_NOTE
     return "", PR_BODY_NOTE
+
+
+def apply_leak_gate(instance: dict) -> list[str]:
+    """The leak gate on a packaged instance (tasks_lib/statement_gate.py): a statement that names a hidden test
+    or a test-patch file, quotes a line of either patch or holds a diff loses its testing / implementation
+    sections; if it still leaks, or too little is left, the reasons (the instance is rejected with them). A
+    statement kept with sections dropped says so in the notes."""
+    statement = instance.get("problem_statement") or ""
+    verdict = statement_gate.check(statement, instance)
+    if verdict.leaks:
+        cleaned, dropped = statement_gate.clean(statement)
+        again = statement_gate.check(cleaned, instance)
+        if again.leaks or not dropped:
+            return [f"statement_leaks: {(again if dropped else verdict).reason()}"]
+        instance["problem_statement"] = cleaned
+        instance["notes"] = " ".join(
+            [instance.get("notes") or "", f"Leak gate: sections dropped ({', '.join(dropped)})."]
+        ).strip()
+        statement = cleaned
+    if statement_gate.underspecified(statement):
+        return [
+            f"statement_underspecified: {statement_gate.words(statement)} words "
+            f"(fewer than {statement_gate.rules().min_words})"
+        ]
+    return []
 
 
 def build_instance(
