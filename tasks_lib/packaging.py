@@ -11,7 +11,7 @@ from tasks_lib.crawl.base import PullRequest
 from tasks_lib.extraction import ExtractionResult
 from tasks_lib.sources import SourceRecord
 
-ISSUE_NOTE = "problem_statement sourced from the closing issue body."
+ISSUE_NOTE = "problem_statement sourced from the closing issue(s), title and body"
 TITLE_NOTE = (
     "problem_statement sourced from the PR title (no PR description, no closing issue body) — terse; review"
     " that the hidden tests follow from it."
@@ -19,6 +19,21 @@ TITLE_NOTE = (
 PR_BODY_NOTE = (
     "problem_statement sourced from PR description (no linked issue) — review for solution leakage."
 )
+# The PR closes issues, but where it was read from (an export of numbers only) their text is not: say so.
+PR_BODY_ISSUES_NOTE = (
+    "problem_statement sourced from PR description: the PR closes {issues}, whose text is not in the "
+    "source it was read from — review for solution leakage."
+)
+
+
+def issues_text(issues) -> str:
+    """SWE-bench's form of a statement from issues: each issue's title, a newline, its body; several in the
+    order the PR names them, separated by a blank line."""
+    parts = []
+    for issue in issues:
+        title, body = (issue.title or "").strip(), (issue.body or "").strip()
+        parts.append(f"{title}\n{body}" if title else body)
+    return "\n\n".join(parts)
 
 
 def _file_sha(repo: Path, commit: str, candidates: tuple[str, ...]) -> str:
@@ -71,13 +86,17 @@ def difficulty(patch_text: str) -> str:
 
 
 def problem_statement(pr: PullRequest) -> tuple[str, str]:
-    """The closing issues' bodies; else the PR body; else (no body anywhere) the titles: the PR's, then its
-    closing issues', one per line, with a note saying how little the agent is told. Empty only when even the
-    titles are (then schema validation rejects the instance)."""
-    bodies = [i.body.strip() for i in pr.closing_issues if i.body and i.body.strip()]
-    if bodies:
-        return "\n\n".join(bodies), ISSUE_NOTE
+    """The closing issues (title and body, `issues_text`) that have a body; else the PR body, the note naming
+    the closing issues whose text is missing where there are some; else (no body anywhere) the titles: the
+    PR's, then its closing issues', one per line, with a note saying how little the agent is told. Empty only
+    when even the titles are (then schema validation rejects the instance)."""
+    with_body = [i for i in pr.closing_issues if i.body and i.body.strip()]
+    if with_body:
+        return issues_text(with_body), f"{ISSUE_NOTE} ({', '.join(f'#{i.number}' for i in with_body)})."
     if pr.body and pr.body.strip():
+        if pr.closing_issues:
+            numbers = ", ".join(f"#{i.number}" for i in pr.closing_issues)
+            return pr.body, PR_BODY_ISSUES_NOTE.format(issues=numbers)
         return pr.body, PR_BODY_NOTE
     titles = [t.strip() for t in (pr.title, *(i.title for i in pr.closing_issues)) if t and t.strip()]
     if titles:

@@ -95,6 +95,14 @@ def test_merged_prs_in_window_are_normalized(server):
         "The list should hide them by default.",
     ]
     assert "include_archived" not in pr.hints_text and "Fixed by" not in pr.hints_text
+    # What the agent is told: the closing issues' titles and bodies, never the PR's description (which
+    # describes the fix); the note names the issues.
+    from tasks_lib import packaging
+
+    statement, note = packaging.problem_statement(pr)
+    assert statement.startswith("Archive items instead of deleting them\n") and pr.body.strip() not in statement
+    assert "Archived items appear in the item list\n" in statement
+    assert note == f"{packaging.ISSUE_NOTE} (#7, #8)."
     assert prs[10].base_ref == "release-1.x"  # crawled as-is; the filter judges the branch
     assert source.stats.unmerged == 1 and source.stats.failed == {}
 

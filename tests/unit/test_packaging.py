@@ -110,31 +110,44 @@ def test_difficulty_counts_removed_lines_that_start_with_dashes():
 
 
 def test_problem_statement_prefers_the_closing_issue_body():
-    """Rule: the problem statement is the closing issue's body (stripped), and the note says so."""
+    """Rule: the problem statement is the closing issue's title and body (SWE-bench's form, stripped), and the
+    note names the issue."""
     pr = make_pr(
         body="Fixes #3 by adding archived_at",
         issues=[ClosingIssue(3, "Archive", "  Users want to archive.\n")],
     )
     text, note = packaging.problem_statement(pr)
-    assert text == "Users want to archive."
-    assert note == packaging.ISSUE_NOTE
+    assert text == "Archive\nUsers want to archive."
+    assert note == f"{packaging.ISSUE_NOTE} (#3)."
     assert "archived_at" not in text  # the PR body (which can describe the fix) is not shown
 
 
 def test_problem_statement_joins_several_closing_issues_in_order():
-    """Rule: a PR closing several issues gets all their bodies, in order, separated by a blank line."""
-    pr = make_pr(issues=[ClosingIssue(3, "a", "First."), ClosingIssue(4, "b", "Second.")])
-    assert packaging.problem_statement(pr) == ("First.\n\nSecond.", packaging.ISSUE_NOTE)
+    """Rule: a PR closing several issues gets each one's title and body, in order, separated by a blank line;
+    one without a body is left out of the text and of the note."""
+    pr = make_pr(
+        issues=[
+            ClosingIssue(3, "a", "First."),
+            ClosingIssue(5, "no text", ""),
+            ClosingIssue(4, "b", "Second."),
+        ]
+    )
+    assert packaging.problem_statement(pr) == ("a\nFirst.\n\nb\nSecond.", f"{packaging.ISSUE_NOTE} (#3, #4).")
 
 
 @pytest.mark.parametrize(
     "issues", [(), (ClosingIssue(3, "Only a title", ""),), (ClosingIssue(3, "t", " \n\t"),)]
 )
 def test_problem_statement_falls_back_to_the_pr_body(issues):
-    """Rule: without a closing issue body the PR body is used, with a note warning of solution leakage."""
+    """Rule: without a closing issue body the PR body is used, with a note warning of solution leakage; the
+    note is true: "no linked issue" only when there is none, else it names the issues whose text is missing
+    (an export carries their numbers only)."""
     text, note = packaging.problem_statement(make_pr(body="Add an archive endpoint.", issues=issues))
     assert text == "Add an archive endpoint."
-    assert note == packaging.PR_BODY_NOTE
+    if issues:
+        assert note == packaging.PR_BODY_ISSUES_NOTE.format(issues="#3") and "no linked issue" not in note
+    else:
+        assert note == packaging.PR_BODY_NOTE
 
 
 def test_problem_statement_without_any_body_is_the_titles_with_a_note():
@@ -210,10 +223,10 @@ def test_build_instance_notes_say_where_the_statement_came_from_and_what_was_exc
     inst = packaging.build_instance(
         make_pr(issues=[ClosingIssue(3, "t", "Archive please.")]), source, repo, extraction, Tier.PUBLIC
     )
-    assert inst["notes"].startswith(packaging.ISSUE_NOTE)
+    assert inst["notes"].startswith(f"{packaging.ISSUE_NOTE} (#3).")
     assert "1 flaky test(s) excluded: tests/test_items.py::test_flaky" in inst["notes"]
     assert "fallback" in inst["notes"]
-    assert inst["problem_statement"] == "Archive please."
+    assert inst["problem_statement"] == "t\nArchive please."
 
     plain = packaging.build_instance(make_pr(), source, repo, _extraction(base, head), Tier.PUBLIC)
     assert plain["notes"] == packaging.PR_BODY_NOTE
