@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from tasks_lib import gitops, images, patches, statement_gate
+from tasks_lib import gitops, images, patches, statement_gate, statements
 from tasks_lib.constants import SCHEMA_VERSION, Tier
 from tasks_lib.crawl.base import PullRequest
 from tasks_lib.extraction import ExtractionResult
@@ -134,7 +134,11 @@ def build_instance(
 ) -> dict:
     base, head = extraction.base_commit, extraction.head_commit
     split = patches.split_patch(gitops.diff(repo, base, head), source)
+    owner, name = source.owner_name
     statement, note = problem_statement(pr)
+    curated = statements.for_source(source.name).get(f"{owner}__{name}-{pr.number}")
+    if curated is not None:  # the curators' statement, preferred to the upstream text (which the note keeps)
+        statement, note = curated.statement, f"{curated.note(source.name)} Upstream: {note}"
     notes = [note]
     if extraction.flaky_tests:
         notes.append(
@@ -145,7 +149,6 @@ def build_instance(
     domain = source.stack_domain(patches.changed_paths(split.patch)) or source.stack_domain(
         patches.changed_paths(split.test_patch)
     )
-    owner, name = source.owner_name
     return {
         "schema_version": SCHEMA_VERSION,
         "instance_id": f"{owner}__{name}-{pr.number}",

@@ -253,3 +253,61 @@ def test_build_instance_shape(tiny_repo):
     assert inst["environment"]["python_version"] == source.backend.python_version
     assert inst["environment"]["backend_lock_sha"].startswith("sha256:")
     assert schema.validate_instance(inst, source) == []
+
+
+# --------------------------------------------------------------------------- curated statements
+
+
+def test_a_curated_statement_is_preferred_and_says_where_it_came_from(tiny_repo, tmp_path, monkeypatch):
+    """Rule: a statement in data/statements/<source>.jsonl replaces the upstream text; the notes say
+    "curated", with its provenance and what the upstream source was; it passes the same leak gate."""
+    from tasks_lib import statements
+
+    repo, base, head = tiny_repo
+    source = load_source("demo")
+    folder = tmp_path / "data" / "statements"
+    folder.mkdir(parents=True)
+    text = "Archiving an item should keep it readable but take it out of the default item list, for every client."
+    prov = {
+        "written_by": "curators",
+        "written_on": "2026-12-03",
+        "from": "the PR's behaviour",
+        "reviewed_by": "x",
+    }
+    (folder / "demo.jsonl").write_text(
+        json.dumps(
+            {"instance_id": "prototypebench__demo-fullstack-12", "statement": text, "provenance": prov}
+        )
+        + "\n"
+    )
+    monkeypatch.setattr(statements, "statements_file", lambda name: folder / f"{name}.jsonl")
+    inst = packaging.build_instance(
+        make_pr(body="Fixes it by X."), source, repo, _extraction(base, head), Tier.PUBLIC
+    )
+    assert inst["problem_statement"] == text
+    assert inst["notes"].startswith(
+        "problem_statement curated (data/statements/demo.jsonl: written by curators"
+    )
+    assert "Upstream: " + packaging.PR_BODY_NOTE in inst["notes"]
+    assert packaging.apply_leak_gate(inst) == []
+
+
+@pytest.mark.parametrize(
+    ("line", "needle"),
+    [
+        ("not json", "not a JSON object"),
+        ('{"instance_id": "a", "statement": "x"}', "needs written_by"),
+        ('{"instance_id": "", "statement": "x", "provenance": {}}', "'instance_id'"),
+        ('{"instance_id": "a", "statement": " ", "provenance": {}}', "'statement'"),
+    ],
+)
+def test_a_malformed_curated_statement_names_the_file_and_line(tmp_path, line, needle):
+    """Rule: a bad record of data/statements/ is an InputError naming the file, the line and what is wrong."""
+    from tasks_lib import statements
+    from tasks_lib.errors import InputError
+
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n" + line + "\n")
+    with pytest.raises(InputError, match=needle) as err:
+        statements.load(path)
+    assert f"{path}:2" in str(err.value)
