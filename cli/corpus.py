@@ -174,17 +174,25 @@ def funnel(
 @app.command("corpus")
 def corpus_cmd(
     name: str = typer.Argument(..., help="Corpus name: data/corpus/NAME/ (e.g. v0.2)."),
-    season: list[str] = typer.Option(
-        ..., "--season", help="A curated season whose instances go in (repeat)."
+    season: list[str] = typer.Option([], "--season", help="A curated season whose instances go in (repeat)."),
+    reuse: list[str] = typer.Option(
+        [],
+        "--reuse",
+        help="A committed corpus whose instances go in re-packaged, never extracted again (repeat).",
     ),
 ):
-    """Write a committed corpus, data/corpus/NAME/ (instances.jsonl and a dataset card), from curated seasons'
-    valid instances; `--dataset NAME` then reads it without curating."""
+    """Write a committed corpus, data/corpus/NAME/ (instances.jsonl, rejected.jsonl, statements.jsonl and a
+    dataset card), from curated seasons' valid instances and re-packaged committed corpora; every statement
+    under today's rules (curated statements, the leak gate). `--dataset NAME` then reads it without curating."""
     from tasks_lib import corpus_release
 
-    out = corpus_release.build(name, season)
+    out = corpus_release.build(name, season, reuse)
     count = sum(1 for line in (out / "instances.jsonl").read_text().splitlines() if line.strip())
-    console.print(f"corpus {name}: {count} instance(s) -> {out}", highlight=False)
+    left = sum(1 for line in (out / "rejected.jsonl").read_text().splitlines() if line.strip())
+    console.print(
+        f"corpus {name}: {count} instance(s), {left} left out by the statement rules -> {out}",
+        highlight=False,
+    )
 
 
 @app.command()

@@ -193,11 +193,14 @@ def _source(
     jobs, results = season_plan.plan_extractions(
         spec, source, repos.repo_dir(source, mirror), out, limit, images.identity()
     )
+    not_listed = curation.listed_not_kept(source, out, spec.prs) if spec.prs else {}
+    for number, why in not_listed.items():
+        logger.warning("%s: PR #%d of extraction.prs is not extracted: %s", source_name, number, why)
     logger.info("%s: extracting FAIL_TO_PASS for %d PR(s)", source_name, len(jobs))
     _extract_all(spec, source, source_name, jobs, mirror, concurrency or spec.max_concurrency, results, out)
     curation.write_extraction(results, out)
     summary = season_plan.finish_source(
-        spec, out, results, package_stage(spec, source_name, str(out), mirror)
+        spec, out, results, package_stage(spec, source_name, str(out), mirror), not_listed
     )
     create_table_artifact(
         key=artifacts.key(f"extraction-{spec.name}-{source_name}"),

@@ -33,15 +33,22 @@ def _season_instances(season_name: str) -> list[dict]:
     return rows
 
 
-def build(name: str, seasons: list[str]) -> Path:
-    """Write `data/corpus/<name>/` from the seasons' instances; every record is checked against the schema
-    (an invalid one stops the build, naming it). An instance id present in two seasons is kept once (the
-    later season's record)."""
+def build(name: str, seasons: list[str], reuse: list[str] | None = None) -> Path:
+    """Write `data/corpus/<name>/` from the seasons' instances and, with `reuse`, the instances of committed
+    corpora (re-packaged, never extracted again: tasks_lib/repackage.py). Every instance is packaged again
+    under today's statement rules (curated statements, the leak gate) and checked against the schema; one the
+    gate refuses is left out and listed in `rejected.jsonl` with its reasons. An instance id in two inputs is
+    kept once: a season's record over a reused corpus's, a later season's over an earlier one's."""
+    from tasks_lib import repackage
+
     if not name or "/" in name or name.startswith("."):
         raise InputError(f"corpus name {name!r}: a plain folder name, e.g. v0.2")
-    if not seasons:
-        raise InputError("--season: name at least one curated season")
+    if not seasons and not reuse:
+        raise InputError("--season: name at least one curated season (or --reuse a corpus)")
     by_id: dict[str, dict] = {}
+    for old in reuse or []:
+        for row in _corpus_rows(old, name):
+            by_id[row["instance_id"]] = row
     for season in seasons:
         for row in _season_instances(season):
             # The instance's own source record decides what a test file is (its infra patterns too).
@@ -49,14 +56,54 @@ def build(name: str, seasons: list[str]) -> Path:
             if errors:
                 raise InputError(f"season {season}: {row.get('instance_id')}: {'; '.join(errors[:3])}")
             by_id[row["instance_id"]] = row
+    prs = repackage.prs_for(list(by_id.values()))
+    results = []
+    for iid in sorted(by_id):
+        row = by_id[iid]
+        source = _source_or_none(row)
+        source_name = source.name if source is not None else row["repo"].replace("/", "__")
+        results.append(repackage.repackage(row, source_name, prs[row["repo"]].get(row["pr_number"])))
     out = corpus_dir(name)
     out.mkdir(parents=True, exist_ok=True)
-    rows = [by_id[i] for i in sorted(by_id)]
-    tmp = out / "instances.jsonl.tmp"
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows))
-    tmp.replace(out / "instances.jsonl")
-    (out / "README.md").write_text(card(name, rows, seasons))
+    rows = [r.record for r in results if r.record is not None]
+    _write(out / "instances.jsonl", rows)
+    _write(
+        out / "rejected.jsonl",
+        [{"instance_id": r.instance_id, "reasons": list(r.reasons)} for r in results if r.record is None],
+    )
+    _write(out / "statements.jsonl", [r.row() for r in results])
+    (out / "README.md").write_text(card(name, rows, seasons, results, reuse or []))
     return out
+
+
+def _write(path: Path, rows: list[dict]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows))
+    tmp.replace(path)
+
+
+def _corpus_rows(old: str, new: str) -> list[dict]:
+    path = corpus_dir(old) / "instances.jsonl"
+    if old == new:
+        raise InputError(f"--reuse {old}: a corpus cannot re-package itself (name a new corpus)")
+    if not path.is_file():
+        raise InputError(f"--reuse {old}: {path} missing (known: {', '.join(_known()) or 'none'})")
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"--reuse {old}: {path}:{n}: not JSON ({exc.msg})") from None
+    return rows
+
+
+def _known() -> list[str]:
+    root = paths.data_dir() / "corpus"
+    return (
+        sorted(p.name for p in root.iterdir() if (p / "instances.jsonl").is_file()) if root.is_dir() else []
+    )
 
 
 def _total(rows: list[dict], key: str) -> int:
@@ -84,8 +131,15 @@ def _mirror_args(rows: list[dict]) -> str:
     return "".join(f" --mirror {n}=PATH" for n in names) if len(names) > 1 else ""
 
 
-def card(name: str, rows: list[dict], seasons: list[str]) -> str:
-    """The dataset card: what the corpus holds, counted."""
+def card(
+    name: str,
+    rows: list[dict],
+    seasons: list[str],
+    results: list | None = None,
+    reuse: list[str] | None = None,
+) -> str:
+    """The dataset card: what the corpus holds, counted (with `results`, the statements' sources and what the
+    leak gate left out)."""
     lines = [
         "---",
         "license: mit",
@@ -99,8 +153,15 @@ def card(name: str, rows: list[dict], seasons: list[str]) -> str:
         "",
         "Tasks mined from merged pull requests by `pbench curate` (FAIL_TO_PASS / PASS_TO_PASS from executed",
         f"tests, head side run 3×, base side 2×, flaky tests excluded; harness {HARNESS_VERSION}). Seasons: "
-        + ", ".join(f"`{s}`" for s in seasons)
-        + ".",
+        + (", ".join(f"`{s}`" for s in seasons) or "none")
+        + "."
+        + (
+            " Re-packaged without extracting again (statement rules of today): "
+            + ", ".join(f"`{c}`" for c in reuse)
+            + "."
+            if reuse
+            else ""
+        ),
         "",
         "```bash",
         f"pbench list --dataset {name}",
@@ -131,4 +192,39 @@ def card(name: str, rows: list[dict], seasons: list[str]) -> str:
         lines.append(
             f"| {repo} | {len(mine)} | {_total(mine, 'fail_to_pass')} | {_total(mine, 'pass_to_pass')} |"
         )
+    if results is not None:
+        lines += _statement_lines(results)
     return "\n".join(lines) + "\n"
+
+
+STATEMENT_SOURCES = {
+    "issue": "the closing issue(s), title and body",
+    "pr_description": "the PR description",
+    "pr_description_sections_dropped": "the PR description, testing / implementation sections dropped",
+    "curated": "curated (data/statements/)",
+    "pr_title": "the PR title",
+}
+
+
+def _statement_lines(results: list) -> list[str]:
+    from tasks_lib import repackage
+
+    kept = repackage.counts(results)
+    rejected = Counter(r.reasons[0].split(":", 1)[0] for r in results if r.record is None)
+    lines = [
+        "",
+        "Problem statements: where each comes from (the leak gate, tasks_lib/statement_gate.py, passed every one;"
+        " per instance: `statements.jsonl`).",
+        "",
+        "| statement source | instances |",
+        "|---|---|",
+    ]
+    lines += [f"| {STATEMENT_SOURCES.get(k, k)} | {n} |" for k, n in sorted(kept.items())]
+    if rejected:
+        lines += [
+            "",
+            "Left out (`rejected.jsonl`, with the reasons): "
+            + ", ".join(f"{n} {reason}" for reason, n in sorted(rejected.items()))
+            + ".",
+        ]
+    return lines

@@ -162,14 +162,38 @@ def stage_distribution(season: Season, source: SourceRecord, out: Path) -> tuple
     return out / "distribution.parquet", distribution.to_markdown(report), warnings
 
 
-def extraction_candidates(source: SourceRecord, out: Path, order: str = "oldest") -> list[PullRequest]:
+def extraction_candidates(
+    source: SourceRecord, out: Path, order: str = "oldest", only: tuple[int, ...] = ()
+) -> list[PullRequest]:
     """Kept PRs with a domain in the mix, highest priority first; ties by PR number, lowest first ("oldest")
-    or highest first ("newest", the season's `extraction.order`)."""
+    or highest first ("newest", the season's `extraction.order`). `only` (the season's `extraction.prs`):
+    those PRs alone, in its order; `listed_not_kept` says why the others are not there."""
     prs = {p.number: p for p in read_prs_parquet(out / "prs.parquet")}
     verdicts = [v for v in filtering.read_filter_parquet(out / "filter.parquet") if v.kept]
-    sign = -1 if order == "newest" else 1
-    chosen = [prs[v.number] for v in sorted(verdicts, key=lambda v: (-v.priority, sign * v.number))]
+    if only:
+        kept = {v.number for v in verdicts}
+        chosen = [prs[n] for n in only if n in kept]
+    else:
+        sign = -1 if order == "newest" else 1
+        chosen = [prs[v.number] for v in sorted(verdicts, key=lambda v: (-v.priority, sign * v.number))]
     return [p for p in chosen if filtering.pr_stack_domain(p, source) is not None]
+
+
+def listed_not_kept(source: SourceRecord, out: Path, only: tuple[int, ...]) -> dict[int, str]:
+    """Each PR of a season's `extraction.prs` that will not be extracted, with the reason: not in the crawl
+    (outside the window or the export), the filter's reasons, or a stack domain outside the source's mix."""
+    prs = {p.number: p for p in read_prs_parquet(out / "prs.parquet")}
+    verdicts = {v.number: v for v in filtering.read_filter_parquet(out / "filter.parquet")}
+    why: dict[int, str] = {}
+    for n in only:
+        v = verdicts.get(n)
+        if n not in prs or v is None:
+            why[n] = "not in the crawl (outside the season's window or not in the export)"
+        elif not v.kept:
+            why[n] = "filtered: " + ", ".join(v.reasons)
+        elif filtering.pr_stack_domain(prs[n], source) is None:
+            why[n] = "no stack domain of the source"
+    return why
 
 
 def deps_key(source: SourceRecord, repo: Path, pr: PullRequest) -> str:

@@ -24,6 +24,8 @@ PR_BODY_ISSUES_NOTE = (
     "problem_statement sourced from PR description: the PR closes {issues}, whose text is not in the "
     "source it was read from — review for solution leakage."
 )
+# An extraction whose base side did not collect (tasks_lib/extraction.py's fallback).
+FALLBACK_NOTE = "base collection failed: FAIL_TO_PASS from tests the test patch adds (fallback)"
 
 
 def issues_text(issues) -> str:
@@ -145,7 +147,7 @@ def build_instance(
             f"{len(extraction.flaky_tests)} flaky test(s) excluded: {', '.join(extraction.flaky_tests)}"
         )
     if extraction.fallback_used:
-        notes.append("base collection failed: FAIL_TO_PASS from tests the test patch adds (fallback)")
+        notes.append(FALLBACK_NOTE)
     domain = source.stack_domain(patches.changed_paths(split.patch)) or source.stack_domain(
         patches.changed_paths(split.test_patch)
     )

@@ -33,6 +33,9 @@ class Season:
     # after the target models' cutoffs, which evaluation values most, and the code closest to the repository
     # as it is, come first when a season is cut short).
     order: str = "oldest"
+    # `extraction.prs`: only these PRs, in this order (a published corpus reproduced, a re-extraction of
+    # chosen PRs); a listed PR the filter did not keep is reported with its reasons, never extracted.
+    prs: tuple[int, ...] = ()
     path: Path | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -87,6 +90,18 @@ def _number(path, table: dict, key: str, kind, default, where: str):
     return kind(value)
 
 
+def _pr_numbers(path, ext: dict) -> tuple[int, ...]:
+    value = ext.get("prs", [])
+    if not isinstance(value, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value
+    ):
+        raise _err(path, "extraction.prs", f"must be a list of PR numbers, got {value!r}")
+    dupes = sorted({v for v in value if value.count(v) > 1})
+    if dupes:
+        raise _err(path, "extraction.prs", f"lists PRs more than once: {dupes}")
+    return tuple(value)
+
+
 def load_season(name: str, *, sources: list[str] | None = None) -> Season:
     """`data/season_defs/<name>.toml`; `sources` overrides the file's list (CLI --source)."""
     path = paths.data_dir() / "season_defs" / f"{name}.toml"
@@ -125,6 +140,7 @@ def load_season(name: str, *, sources: list[str] | None = None) -> Season:
         base_runs=_number(path, ext, "base_runs", int, 2, "extraction"),
         max_concurrency=_number(path, ext, "max_concurrency", int, 2, "extraction"),
         order=ext.get("order", "oldest"),
+        prs=_pr_numbers(path, ext),
         path=path,
         raw=raw,
     )

@@ -128,7 +128,7 @@ def plan_extractions(
     """The season's extractions of one source, highest priority first (at most `limit`), and the results
     that stand for PRs whose commits are not in the repository. `images_key` (the base images' ids,
     `images.identity()`) is part of every job's harness key: a rebuilt base re-extracts."""
-    candidates = curation.extraction_candidates(source, out, season.order)
+    candidates = curation.extraction_candidates(source, out, season.order, season.prs)
     if limit:
         candidates = candidates[:limit]
     jobs, missing = [], []
@@ -194,8 +194,17 @@ def extraction_table(results: list[ExtractionResult]) -> list[dict]:
     ]
 
 
-def finish_source(season: Season, out: Path, results: list[ExtractionResult], package_summary: dict) -> dict:
-    """The source's summary (packaging, extraction counts, folder), kept as the season's run metadata."""
+def finish_source(
+    season: Season,
+    out: Path,
+    results: list[ExtractionResult],
+    package_summary: dict,
+    not_extracted: dict[int, str] | None = None,
+) -> dict:
+    """The source's summary (packaging, extraction counts, folder; the PRs of `extraction.prs` not extracted,
+    with why), kept as the season's run metadata."""
     summary = {**package_summary, "extraction": status_counts(results), "out": str(out)}
+    if not_extracted:
+        summary["listed_not_extracted"] = {str(n): why for n, why in not_extracted.items()}
     curation.write_season_meta(season, out, summary)
     return summary

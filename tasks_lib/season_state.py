@@ -30,7 +30,9 @@ from tasks_lib import paths
 
 STATE_FILE = "season-state.json"
 _CODE_DIRS = ("tasks_lib", "flows", "cli", "containers")
-_DATA_INPUTS = ("demo", "sources", "season_defs", "schema", "filter_rules.toml", "model_cutoffs.toml")
+_DATA_INPUTS = (
+    "demo", "sources", "season_defs", "schema", "filter_rules.toml", "model_cutoffs.toml", "statement_rules.toml",
+)  # fmt: skip
 _NOT_OUTPUTS = {STATE_FILE, "season-runs.jsonl"}
 _RETRIED = {"infra_error", "timeout"}
 
@@ -76,6 +78,11 @@ def fingerprint(
         h.update(refs)
     _hash_tree(h, [paths.PROJECT_ROOT / d for d in _CODE_DIRS])
     _hash_tree(h, [paths.data_dir() / d for d in _DATA_INPUTS])
+    for name in spec.sources:  # the curated statements packaging prefers (a new one re-packages, cached)
+        from tasks_lib import statements
+
+        path = statements.statements_file(name)
+        h.update(path.read_bytes() if path.is_file() else b"-")
     h.update(repr(sorted((k, v) for k, v in os.environ.items() if k.startswith("PBENCH_"))).encode())
     try:
         with images.lookup_only():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,14 @@ from tasks_lib.errors import InputError
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "instance-1396.jsonl"
 
 
+DATA = Path(__file__).resolve().parents[2] / "data"
+
+
 @pytest.fixture
 def data_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("PBENCH_DATA_DIR", str(tmp_path / "data"))
+    (tmp_path / "data").mkdir()
+    shutil.copy(DATA / "statement_rules.toml", tmp_path / "data")
     return tmp_path / "data"
 
 

@@ -4,6 +4,7 @@ service, installer extras and groups, system packages, a test scope; snapshots o
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import tarfile
 import textwrap
@@ -316,10 +317,40 @@ def test_extraction_order_breaks_priority_ties_by_number(tmp_path):
     out.mkdir()
     filtering.write_filter_parquet(verdicts, out / "filter.parquet")
     prs = [_pr(n) for n in (3, 5, 7, 9)]
-    curation.write_prs_parquet(prs, out / "prs.parquet")
+    curation.write_prs_parquet([*prs, _pr(11)], out / "prs.parquet")
     source = load(tmp_path)
     assert [p.number for p in curation.extraction_candidates(source, out)] == [3, 7, 9, 5]
     assert [p.number for p in curation.extraction_candidates(source, out, "newest")] == [9, 7, 3, 5]
+    # extraction.prs: those PRs alone, in the listed order; the others named with why they are not extracted
+    filtering.write_filter_parquet(
+        [*verdicts, filtering.FilterVerdict(11, False, ("too_large",), 0.0, merged_at=_pr(11).merged_at)],
+        out / "filter.parquet",
+    )
+    listed = (9, 11, 3, 42)
+    assert [p.number for p in curation.extraction_candidates(source, out, "newest", listed)] == [9, 3]
+    assert curation.listed_not_kept(source, out, listed) == {
+        11: "filtered: too_large",
+        42: "not in the crawl (outside the season's window or not in the export)",
+    }
+
+
+@pytest.mark.parametrize(
+    "value, problem",
+    [("[3, 3]", "more than once: [3]"), ('["7"]', "list of PR numbers"), ("[0]", "list of PR numbers"),
+     ("7", "list of PR numbers")],
+)  # fmt: skip
+def test_extraction_prs_is_checked_when_the_season_is_read(tmp_path, monkeypatch, value, problem):
+    from tasks_lib.errors import InputError
+    from tasks_lib.season import load_season
+
+    monkeypatch.setenv("PBENCH_DATA_DIR", str(tmp_path))
+    (tmp_path / "season_defs").mkdir()
+    body = 'name = "s"\nsources = ["demo"]\ntarget_models = ["m"]\n[extraction]\nprs = '
+    (tmp_path / "season_defs" / "s.toml").write_text(body + "[9, 3]\n")
+    assert load_season("s").prs == (9, 3)
+    (tmp_path / "season_defs" / "s.toml").write_text(body + value + "\n")
+    with pytest.raises(InputError, match=r"s\.toml: field 'extraction\.prs': .*" + re.escape(problem)):
+        load_season("s")
 
 
 def _pr(number: int):

@@ -1,0 +1,57 @@
+"""Check curated statements against the leak gate before they are committed.
+
+    python scripts/statement_check.py --dataset v0.2 data/statements/mcp-context-forge.jsonl [more.jsonl ...]
+
+For each statement of the files (the `data/statements/<source>.jsonl` format, tasks_lib/statements.py), the
+gate's verdict against its instance in the corpus (tasks_lib/statement_gate.py: a hidden test named, a test
+file named, a line of either patch quoted, a diff) and its word count. Exit 1 when one leaks, is too short or
+names an instance the corpus does not hold; 2 on unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tasks_lib import statement_gate, statements  # noqa: E402
+from tasks_lib.errors import InputError  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", required=True, help="corpus folder name (data/corpus/NAME) or a JSONL path")
+    ap.add_argument("files", nargs="+", type=Path)
+    args = ap.parse_args(argv)
+    path = Path(args.dataset)
+    if not path.is_file():
+        path = Path(__file__).resolve().parents[1] / "data" / "corpus" / args.dataset / "instances.jsonl"
+    try:
+        records = {r["instance_id"]: r for r in map(json.loads, path.read_text().splitlines()) if r}
+        curated = {k: v for f in args.files for k, v in statements.load(f).items()}
+    except (OSError, InputError, json.JSONDecodeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    bad = 0
+    for iid, c in curated.items():
+        record = records.get(iid)
+        if record is None:
+            print(f"{iid}: not in {path}")
+            bad += 1
+            continue
+        verdict = statement_gate.check(c.statement, record)
+        n = statement_gate.words(c.statement)
+        short = statement_gate.underspecified(c.statement)
+        ok = not verdict.leaks and not short
+        bad += not ok
+        print(
+            f"{iid}: {'ok' if ok else 'REFUSED'} ({n} words){'' if ok else ': ' + (verdict.reason() if verdict.leaks else 'too short')}"
+        )
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
