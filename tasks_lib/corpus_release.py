@@ -33,6 +33,19 @@ def _season_instances(season_name: str) -> list[dict]:
     return rows
 
 
+def _season_rejected(season_name: str) -> list[dict]:
+    """The instances a season's packaging refused (its sources' rejected.parquet), with the reasons."""
+    import pyarrow.parquet as pq
+
+    spec = load_season(season_name)
+    rows: list[dict] = []
+    for source in spec.sources:
+        path = season_plan.source_out_dir(spec, source) / "rejected.parquet"
+        if path.is_file():
+            rows += pq.read_table(path).to_pylist()
+    return rows
+
+
 def build(name: str, seasons: list[str], reuse: list[str] | None = None) -> Path:
     """Write `data/corpus/<name>/` from the seasons' instances and, with `reuse`, the instances of committed
     corpora (re-packaged, never extracted again: tasks_lib/repackage.py). Every instance is packaged again
@@ -56,6 +69,7 @@ def build(name: str, seasons: list[str], reuse: list[str] | None = None) -> Path
             if errors:
                 raise InputError(f"season {season}: {row.get('instance_id')}: {'; '.join(errors[:3])}")
             by_id[row["instance_id"]] = row
+    season_rejected = {r["instance_id"]: r for s in seasons for r in _season_rejected(s)}
     prs = repackage.prs_for(list(by_id.values()))
     results = []
     for iid in sorted(by_id):
@@ -67,12 +81,13 @@ def build(name: str, seasons: list[str], reuse: list[str] | None = None) -> Path
     out.mkdir(parents=True, exist_ok=True)
     rows = [r.record for r in results if r.record is not None]
     _write(out / "instances.jsonl", rows)
-    _write(
-        out / "rejected.jsonl",
-        [{"instance_id": r.instance_id, "reasons": list(r.reasons)} for r in results if r.record is None],
-    )
+    left_out = {r.instance_id: list(r.reasons) for r in results if r.record is None}
+    for iid, row in season_rejected.items():  # refused by a season's packaging, in no input as an instance
+        if iid not in by_id:
+            left_out[iid] = list(row["reasons"])
+    _write(out / "rejected.jsonl", [{"instance_id": i, "reasons": left_out[i]} for i in sorted(left_out)])
     _write(out / "statements.jsonl", [r.row() for r in results])
-    (out / "README.md").write_text(card(name, rows, seasons, results, reuse or []))
+    (out / "README.md").write_text(card(name, rows, seasons, results, reuse or [], left_out))
     return out
 
 
@@ -137,6 +152,7 @@ def card(
     seasons: list[str],
     results: list | None = None,
     reuse: list[str] | None = None,
+    left_out: dict[str, list[str]] | None = None,
 ) -> str:
     """The dataset card: what the corpus holds, counted (with `results`, the statements' sources and what the
     leak gate left out)."""
@@ -193,7 +209,7 @@ def card(
             f"| {repo} | {len(mine)} | {_total(mine, 'fail_to_pass')} | {_total(mine, 'pass_to_pass')} |"
         )
     if results is not None:
-        lines += _statement_lines(results)
+        lines += _statement_lines(results, left_out)
     return "\n".join(lines) + "\n"
 
 
@@ -206,11 +222,13 @@ STATEMENT_SOURCES = {
 }
 
 
-def _statement_lines(results: list) -> list[str]:
+def _statement_lines(results: list, left_out: dict[str, list[str]] | None = None) -> list[str]:
     from tasks_lib import repackage
 
     kept = repackage.counts(results)
-    rejected = Counter(r.reasons[0].split(":", 1)[0] for r in results if r.record is None)
+    if left_out is None:
+        left_out = {r.instance_id: list(r.reasons) for r in results if r.record is None}
+    rejected = Counter(reasons[0].split(":", 1)[0] for reasons in left_out.values())
     lines = [
         "",
         "Problem statements: where each comes from (the leak gate, tasks_lib/statement_gate.py, passed every one;"

@@ -30,6 +30,7 @@ def test_a_corpus_holds_the_seasons_valid_instances_and_a_card(data_dir, monkeyp
     other = {**record, "instance_id": record["instance_id"][:-4] + "9999", "pr_number": 9999}
     seasons = {"a": [record], "b": [other, record]}
     monkeypatch.setattr(corpus_release, "_season_instances", lambda name: seasons[name])
+    monkeypatch.setattr(corpus_release, "_season_rejected", lambda name: [])
     out = corpus_release.build("v9", ["a", "b"])
     assert out == data_dir / "corpus" / "v9"
     lines = (out / "instances.jsonl").read_text().splitlines()

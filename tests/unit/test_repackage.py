@@ -125,13 +125,15 @@ def test_a_corpus_reuses_another_without_extracting_and_says_what_it_left_out(da
     (old / "instances.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (good, terse)))
     fresher = {**good, "problem_statement": BODY + " Also for admins."}
     monkeypatch.setattr(corpus_release, "_season_instances", lambda name: [fresher])
+    refused = {"instance_id": "acme__shop-7", "reasons": ["statement_leaks: file: tests/test_a.py"]}
+    monkeypatch.setattr(corpus_release, "_season_rejected", lambda name: [refused])
     out = corpus_release.build("v2", ["s"], ["v1"])
     rows = [json.loads(x) for x in (out / "instances.jsonl").read_text().splitlines()]
     assert [r["problem_statement"] for r in rows] == [
         fresher["problem_statement"]
     ]  # the season's record wins
     rejected = [json.loads(x) for x in (out / "rejected.jsonl").read_text().splitlines()]
-    assert [r["instance_id"] for r in rejected] == [terse["instance_id"]]
+    assert [r["instance_id"] for r in rejected] == sorted([terse["instance_id"], "acme__shop-7"])
     table = [json.loads(x) for x in (out / "statements.jsonl").read_text().splitlines()]
     assert {r["instance_id"]: r["gate"][:8] for r in table} == {
         good["instance_id"]: "kept",
@@ -139,6 +141,7 @@ def test_a_corpus_reuses_another_without_extracting_and_says_what_it_left_out(da
     }
     card = (out / "README.md").read_text()
     assert "| the PR description | 1 |" in card and "1 statement_underspecified" in card
+    assert "1 statement_leaks" in card  # what a season's packaging refused counts too
     assert "Re-packaged without extracting again" in card
     with pytest.raises(InputError, match="--reuse v2: a corpus cannot re-package itself"):
         corpus_release.build("v2", [], ["v2"])
