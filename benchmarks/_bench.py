@@ -61,7 +61,7 @@ def demo_evaluation_ready(scratch: Path, owner: str) -> Path:
     ensure_demo_season(root)
     from prefect import flow
 
-    from tasks_lib import prefect_env
+    from tasks_lib.core import prefect_env
 
     prefect_env.configure()
     flow(name="bench-warm-up")(lambda: None)()
@@ -85,7 +85,7 @@ def evaluate_demo_gold(workers: int, run_id: str, **kwargs) -> dict:
 
 
 def demo_corpus() -> list[dict]:
-    from tasks_lib import corpus
+    from tasks_lib.corpus import load as corpus
 
     return corpus.load_corpus("demo")
 

@@ -128,7 +128,7 @@ def _rounds(runs: int, trees: dict):
 
 
 def curation_pairs(root: Path, runs: int, n_prs: int = 2, trees: dict | None = None) -> dict[str, list[dict]]:
-    from tasks_lib.demo_repo import demo_prs_path, ensure_demo_repo
+    from tasks_lib.sources.demo_repo import demo_prs_path, ensure_demo_repo
 
     trees = trees or _trees(None)
     rows = [json.loads(x) for x in demo_prs_path(ensure_demo_repo()).read_text().splitlines()]

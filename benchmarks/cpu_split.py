@@ -80,7 +80,7 @@ class Sampler:
             c = self.client.containers.get(cid)
         except Exception:
             return "unknown"
-        from tasks_lib.constants import LABEL_OWNER
+        from tasks_lib.core.constants import LABEL_OWNER
 
         if c.labels.get(LABEL_OWNER) != os.environ.get("PBENCH_OWNER"):
             return "other containers (not this benchmark's)"
@@ -104,7 +104,7 @@ class Sampler:
 
 
 def measure(workers: int, tag: str) -> tuple[float, float, dict[str, float]]:
-    from tasks_lib import docker_client
+    from tasks_lib.core import docker_client
 
     before = host_cpu()
     busy, start = busy_seconds(), time.monotonic()

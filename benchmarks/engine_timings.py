@@ -16,9 +16,12 @@ def main() -> None:
     args = parser.parse_args()
     import json
 
-    from tasks_lib import engine, gitops, images, patches, repos
-    from tasks_lib.demo_repo import DEMO_PRS, demo_prs_path, ensure_demo_repo
-    from tasks_lib.sources import load_source
+    from tasks_lib import engine
+    from tasks_lib.formats import patches
+    from tasks_lib.images import build as images
+    from tasks_lib.sources import gitops, repos
+    from tasks_lib.sources.demo_repo import DEMO_PRS, demo_prs_path, ensure_demo_repo
+    from tasks_lib.sources.record import load_source
 
     source = load_source("demo")
     repo = repos.repo_dir(source)

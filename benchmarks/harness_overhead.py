@@ -69,7 +69,9 @@ class BareSide:
     """One side of one instance, kept running: network, Postgres, (backend-serve,) an idle test container."""
 
     def __init__(self, instance: dict, side, source, repo: Path, settings):
-        from tasks_lib import docker_client, engine, evaluation
+        from tasks_lib import engine
+        from tasks_lib.core import docker_client
+        from tasks_lib.judge import evaluation
 
         self.instance, self.side, self.source = instance, side, source
         self.repo, self.settings = repo, settings
@@ -89,8 +91,10 @@ class BareSide:
     def start(self) -> None:
         """The engine's public steps (images, stack, services, jobs), then the runner once in an idle
         container: patches, protections, prestart and one run of the tests, exactly as the harness does."""
-        from tasks_lib import engine, gitops, playwright_report
-        from tasks_lib.constants import Side
+        from tasks_lib import engine
+        from tasks_lib.core.constants import Side
+        from tasks_lib.formats import playwright_report
+        from tasks_lib.sources import gitops
 
         stack, source, inst = self.stack, self.source, self.instance
         request = engine.RunRequest(
@@ -214,7 +218,7 @@ class BareSide:
 
     # -- the timed part ----------------------------------------------------------------------------
     def time_test(self, i: int) -> float:
-        from tasks_lib.constants import Side
+        from tasks_lib.core.constants import Side
 
         env = {}
         if self.side == Side.FRONTEND:
@@ -313,9 +317,10 @@ def main() -> None:
     args = parser.parse_args()
 
     root = _bench.use_scratch(args.scratch, "overhead")
-    from tasks_lib import corpus, evaluation
-    from tasks_lib.config import Settings
-    from tasks_lib.constants import Side
+    from tasks_lib.core.config import Settings
+    from tasks_lib.core.constants import Side
+    from tasks_lib.corpus import load as corpus
+    from tasks_lib.judge import evaluation
 
     settings = Settings.from_env()
     corpus_args: tuple[str, ...] = ()

@@ -28,8 +28,10 @@ import _bench
 
 def corpus_requests(instances: list[dict], sides: tuple[str, ...]) -> list[tuple[str, str, object]]:
     """(instance id, side, EnvSpec) for every image the harness asks for over the corpus."""
-    from tasks_lib import corpus, evaluation, images
-    from tasks_lib.constants import Side
+    from tasks_lib.core.constants import Side
+    from tasks_lib.corpus import load as corpus
+    from tasks_lib.images import build as images
+    from tasks_lib.judge import evaluation
 
     out = []
     for inst in instances:
@@ -54,7 +56,7 @@ def with_nonce(spec, nonce: str):
 
 
 def one_pass(requests, nonce: str) -> dict:
-    from tasks_lib import images
+    from tasks_lib.images import build as images
 
     start = time.monotonic()
     refs = []
@@ -75,7 +77,7 @@ def one_pass(requests, nonce: str) -> dict:
 
 
 def remove_images(tags: set[str]) -> None:
-    from tasks_lib import docker_client
+    from tasks_lib.core import docker_client
 
     client = docker_client.get()
     for tag in sorted(tags):
@@ -94,7 +96,7 @@ def main() -> None:
     root = _bench.use_scratch(args.scratch, "images")
     if args.dataset == "demo":
         _bench.ensure_demo_season(root)
-    from tasks_lib import corpus
+    from tasks_lib.corpus import load as corpus
 
     sides = tuple(s for s in args.sides.split(",") if s)
     requests = corpus_requests(corpus.load_corpus(args.dataset), sides)

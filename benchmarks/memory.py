@@ -52,7 +52,7 @@ def _children_rss_kb() -> int:
 def _fake_run_tests(by_label: dict[str, dict]):
     """A completed run where every graded test of the side passed: the engine's result without containers."""
     from tasks_lib import engine
-    from tasks_lib.constants import Outcome, RunStatus
+    from tasks_lib.core.constants import Outcome, RunStatus
 
     def run_tests(request, settings=None):
         iid, side = request.label.rsplit(" ", 1)
@@ -99,7 +99,8 @@ def child(args) -> None:
     root = _bench.use_scratch(args.scratch, "memory")
     _bench.ensure_demo_season(root)
     shutil.rmtree(Path(os.environ["PBENCH_CACHE_DIR"]) / "verdicts", ignore_errors=True)
-    from tasks_lib import engine, prefect_env, progress
+    from tasks_lib import engine
+    from tasks_lib.core import prefect_env, progress
 
     prefect_env.configure()
     demo = _bench.demo_corpus()

@@ -21,7 +21,7 @@ import _bench
 
 
 def result_rows(n: int) -> list[dict]:
-    from tasks_lib.constants import INFRA_STATUSES, Status
+    from tasks_lib.core.constants import INFRA_STATUSES, Status
 
     rng = random.Random(0)
     statuses = [s.value for s in Status]
@@ -108,7 +108,7 @@ def main() -> None:
     import pandas as pd
     import pyarrow.parquet as pq
 
-    from tasks_lib import reporting
+    from tasks_lib.judge import reporting
 
     results, tests = result_rows(args.rows), test_rows(args.rows)
     meta = {"run_id": "bench", "model": "bench", "model_cutoff": "2025-06-01", "harness_version": "0.2.0"}

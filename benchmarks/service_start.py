@@ -24,7 +24,7 @@ import _bench
 
 def old_wait_for_postgres(container, service, deadline: float) -> None:
     """engine.services.wait_for_postgres before the change: one exec from the host per try, every 0.5 s."""
-    from tasks_lib.errors import InfraError
+    from tasks_lib.core.errors import InfraError
 
     while time.monotonic() < deadline:
         container.reload()
@@ -43,7 +43,8 @@ def old_wait_for_postgres(container, service, deadline: float) -> None:
 
 def start_once(source, settings, pg_tag: str | None, old_wait: bool = False) -> tuple[float, float]:
     """(seconds until Postgres is ready, seconds to remove everything) for one private network + services."""
-    from tasks_lib import docker_client, engine
+    from tasks_lib import engine
+    from tasks_lib.core import docker_client
 
     wait = old_wait_for_postgres if old_wait else engine.services.wait_for_postgres
     client = docker_client.get()
@@ -73,9 +74,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     _bench.use_scratch(args.scratch, "services")
-    from tasks_lib import images
-    from tasks_lib.config import Settings
-    from tasks_lib.sources import load_source
+    from tasks_lib.core.config import Settings
+    from tasks_lib.images import build as images
+    from tasks_lib.sources.record import load_source
 
     settings = Settings.from_env()
     source = load_source("demo")

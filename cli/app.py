@@ -6,7 +6,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from tasks_lib.constants import ExitCode
+from tasks_lib.core.constants import ExitCode
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="PrototypeBench curation and evaluation harness."
@@ -51,6 +51,6 @@ def fail(message: str, code: int = ExitCode.HARNESS_ERROR):
 
 def prefect():
     """Configure Prefect (result storage, cache location, local API) before the first flow runs."""
-    from tasks_lib import prefect_env
+    from tasks_lib.core import prefect_env
 
     prefect_env.configure()

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from cli.app import DATASET_HELP, DEFAULT_DATASET, app, console, live_bar, prefect
-from tasks_lib.errors import InputError
+from tasks_lib.core.errors import InputError
 
 
 @app.command()
@@ -31,8 +31,8 @@ def curate(
     if prs_file is not None and not prs_file.is_file():
         raise InputError(f"--prs-file {prs_file}: no such file")
     # Choices are checked before Prefect starts (a typo costs no server start-up and no flow run).
-    from tasks_lib.crawl.base import CRAWLED_FROM
-    from tasks_lib.season_plan import OFFLINE_STAGES
+    from tasks_lib.curation.plan import OFFLINE_STAGES
+    from tasks_lib.sources.crawl.base import CRAWLED_FROM
 
     if crawl is not None and crawl not in CRAWLED_FROM:
         raise InputError(f"--crawl: one of {', '.join(sorted(CRAWLED_FROM))}, got {crawl!r}")
@@ -53,7 +53,7 @@ def curate(
         return
     prefect()
     from flows.curation import run_curation
-    from tasks_lib import progress
+    from tasks_lib.core import progress
 
     with _curation_progress(season) as on_pr:
         progress.CURATION.append(on_pr)
@@ -75,8 +75,9 @@ def curate(
 
 def _up_to_date(season, source, crawl, prs_file, mirror, limit) -> dict | None:
     """The stored summaries when the season's outputs are already those of these inputs (season_state)."""
-    from tasks_lib import season_plan, season_state
-    from tasks_lib.season import load_season
+    from tasks_lib.curation import plan as season_plan
+    from tasks_lib.curation import state as season_state
+    from tasks_lib.curation.season import load_season
 
     spec = load_season(season, sources=list(source) or None)
     fp = season_state.fingerprint(
@@ -157,9 +158,9 @@ def funnel(
 ):
     """A season's funnel (PRs -> filter reasons -> extracted -> valid) and its table of extracted PRs, as
     Markdown (what docs/validation.md shows per source). Reads a running or interrupted season as far as it got."""
-    from tasks_lib import funnel as funnel_lib
-    from tasks_lib import season_plan
-    from tasks_lib.season import load_season
+    from tasks_lib.curation import funnel as funnel_lib
+    from tasks_lib.curation import plan as season_plan
+    from tasks_lib.curation.season import load_season
 
     spec = load_season(season)
     names = [source] if source else list(spec.sources)
@@ -184,7 +185,7 @@ def corpus_cmd(
     """Write a committed corpus, data/corpus/NAME/ (instances.jsonl, rejected.jsonl, statements.jsonl and a
     dataset card), from curated seasons' valid instances and re-packaged committed corpora; every statement
     under today's rules (curated statements, the leak gate). `--dataset NAME` then reads it without curating."""
-    from tasks_lib import corpus_release
+    from tasks_lib.curation import release as corpus_release
 
     out = corpus_release.build(name, season, reuse)
     count = sum(1 for line in (out / "instances.jsonl").read_text().splitlines() if line.strip())
@@ -205,7 +206,7 @@ def publish(
     """Optional: push a season's `datasets` export to the Hugging Face Hub. Needs HF_TOKEN; never required."""
     import os
 
-    from tasks_lib import paths
+    from tasks_lib.core import paths
 
     token = os.environ.get("HF_TOKEN")
     if not token:
@@ -228,7 +229,7 @@ def publish(
 
 
 def _corpus(dataset: str) -> list:
-    from tasks_lib import corpus
+    from tasks_lib.corpus import load as corpus
 
     return corpus.load_corpus(dataset)
 
@@ -261,7 +262,7 @@ def list_cmd(
 
 
 def _instance(dataset: str, instance_id: str):
-    from tasks_lib import corpus
+    from tasks_lib.corpus import load as corpus
 
     inst = corpus.find_instance(dataset, instance_id)
     if inst is None:
@@ -326,7 +327,7 @@ def export(
     FAIL_TO_PASS test are left out unless --with-frontend-only (their FAIL_TO_PASS would be "[]")."""
     if fmt != "swebench":
         raise InputError(f"--format: one of swebench, got {fmt!r}")
-    from tasks_lib import swebench
+    from tasks_lib.corpus import swebench
 
     instances = _corpus(dataset)
     kept, left = swebench.gradable(instances)

@@ -11,8 +11,8 @@ from rich.markup import escape
 
 from cli.app import DATASET_HELP, DEFAULT_DATASET, app, console, live_bar, prefect
 from cli.corpus import _instance, curate
-from tasks_lib.constants import ExitCode
-from tasks_lib.errors import InputError
+from tasks_lib.core.constants import ExitCode
+from tasks_lib.core.errors import InputError
 
 NO_CACHE_HELP = "Score again, ignoring the verdicts cached for the same content (the fresh ones are cached)."
 
@@ -29,8 +29,10 @@ def score(
     no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
 ):
     """Score one patch: exit 0 resolved, 1 not resolved, 2 the harness could not run."""
-    from tasks_lib import corpus, evaluation, paths
-    from tasks_lib.predictions import Prediction, PredictionFormat
+    from tasks_lib.core import paths
+    from tasks_lib.corpus import load as corpus
+    from tasks_lib.judge import evaluation
+    from tasks_lib.judge.predictions import Prediction, PredictionFormat
 
     inst = _instance(dataset, instance_id)
     if patch in ("gold", "empty"):
@@ -80,7 +82,8 @@ def _evaluate(
     dask_workers=None,
     no_cache=False,
 ) -> dict:
-    from tasks_lib import repos, runs
+    from tasks_lib.judge import runs
+    from tasks_lib.sources import repos
 
     # Bad input (corpus, predictions, model, cutoff, run folder) is refused before Prefect starts: inside
     # a flow run the refusal would come after a server start-up, logged with a traceback.
@@ -102,7 +105,7 @@ def _evaluate(
         return report
     prefect()
     from flows import evaluation as eval_flow
-    from tasks_lib import progress
+    from tasks_lib.core import progress
 
     with _verdict_progress(model) as on_verdict:
         progress.CALLBACKS.append(on_verdict)
@@ -132,7 +135,7 @@ def _answered_from_cache(plan) -> dict | None:
     answered before Prefect starts: no server, no flow run, the same tables and report (docs/performance.md).
     Not the charts, which the flow draws for its Prefect artifact: drawing them is most of such a command
     (matplotlib, ~4 s here); `pbench report RUN --chart DIR` draws them from the same results."""
-    from tasks_lib import runs
+    from tasks_lib.judge import runs
 
     cached = runs.answer_from_cache(plan)
     if cached is None:
@@ -225,10 +228,10 @@ def report(
     ),
 ):
     """Aggregate one or many runs into a leaderboard: models x domains x tiers, failures by kind."""
-    from tasks_lib import reporting
+    from tasks_lib.judge import reporting
 
     if chart or html_dir:
-        from tasks_lib import leaderboard
+        from tasks_lib.judge import leaderboard
 
         df = reporting.load_results(run_dirs)
         for path in leaderboard.write_charts(df, chart) if chart else []:
@@ -288,7 +291,7 @@ def validate(
 
 def _ids_of_repos(dataset: str, repos: list[str]) -> list[str]:
     """The instance ids of a corpus whose repository is one of `repos` (each must have one at least)."""
-    from tasks_lib import corpus
+    from tasks_lib.corpus import load as corpus
 
     instances = corpus.load_corpus(dataset)
     missing = [r for r in repos if not any(i["repo"] == r for i in instances)]

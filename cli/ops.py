@@ -8,14 +8,14 @@ from pathlib import Path
 import typer
 
 from cli.app import app, console, images_app, prefect
-from tasks_lib.constants import ExitCode
-from tasks_lib.errors import InputError
+from tasks_lib.core.constants import ExitCode
+from tasks_lib.core.errors import InputError
 
 
 @images_app.command("bootstrap")
 def images_bootstrap():
     """Build (or find) the base and Postgres images. A second call builds nothing."""
-    from tasks_lib import images
+    from tasks_lib.images import build as images
 
     refs = images.bootstrap(say=lambda m: console.print(f"[dim]{m}[/dim]"))
     for name, ref in refs.items():
@@ -26,7 +26,7 @@ def images_bootstrap():
 @images_app.command("list")
 def images_list(as_json: bool = typer.Option(False, "--json", help="One JSON object per image.")):
     """Images this project built, with their content keys."""
-    from tasks_lib import images
+    from tasks_lib.images import build as images
 
     for row in images.list_images():
         if as_json:
@@ -44,7 +44,8 @@ def images_usage(
     ),
 ):
     """Environment images per source: count, built on a parent (delta), disk of their own layers, build time."""
-    from tasks_lib import image_lineage, images
+    from tasks_lib.images import build as images
+    from tasks_lib.images import lineage as image_lineage
 
     if per_image:
         typer.echo("source\tside\ttag\tparent\tsize MB\tadds MB\tbuild s (ledger)\tbuilt at")
@@ -71,8 +72,9 @@ def images_env(
     ),
 ):
     """Build (or find) the backend environment image for a commit's lock files."""
-    from tasks_lib import gitops, images, repos
-    from tasks_lib.sources import load_source
+    from tasks_lib.images import build as images
+    from tasks_lib.sources import gitops, repos
+    from tasks_lib.sources.record import load_source
 
     src = load_source(source)
     repo = repos.repo_dir(src, mirror)
@@ -89,7 +91,7 @@ def images_prune(
     dry_run: bool = typer.Option(False, help="Only list what would be removed."),
 ):
     """Free disk: remove environment images not used recently (rebuilt from their lock when needed again)."""
-    from tasks_lib import images
+    from tasks_lib.images import build as images
 
     rows = images.prune_env_images(older_than_days, dry_run)
     for row in rows:
@@ -107,7 +109,7 @@ def limits(
 ):
     """Set this host's Docker slots and create or update the GitHub API rate limit on the Prefect API."""
     prefect()
-    from tasks_lib import limits as limits_mod
+    from tasks_lib.core import limits as limits_mod
 
     configured = limits_mod.ensure_limits(docker_slots, github_per_hour)
     for name, spec in configured.items():
@@ -143,8 +145,10 @@ def run_tests_cmd(
     mirror: Path | None = typer.Option(None, help="Local mirror of the source repository."),
 ):
     """Run one source's tests at a commit with patches, through the engine (debugging aid)."""
-    from tasks_lib import engine, gitops, paths, repos
-    from tasks_lib.sources import load_source
+    from tasks_lib import engine
+    from tasks_lib.core import paths
+    from tasks_lib.sources import gitops, repos
+    from tasks_lib.sources.record import load_source
 
     src = load_source(source)
     repo = repos.repo_dir(src, mirror)

@@ -17,14 +17,14 @@ from rich.markup import escape
 
 from cli import corpus, evaluate, ops  # noqa: F401  (their commands register on the app)
 from cli.app import app, console
-from tasks_lib.constants import ExitCode
-from tasks_lib.errors import InputError, PbenchError
+from tasks_lib.core.constants import ExitCode
+from tasks_lib.core.errors import InputError, PbenchError
 
 
 def _on_stop(signum, frame):
     # Every thread sees the stop (the engine checks it while it waits: worker threads stop within seconds);
     # the main thread gets a KeyboardInterrupt, so every `finally` removes its containers.
-    from tasks_lib import stopping
+    from tasks_lib.core import stopping
 
     stopping.request_stop()
     raise KeyboardInterrupt

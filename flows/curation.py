@@ -1,4 +1,4 @@
-"""The curation season flow: wiring of the stages in tasks_lib.curation, with caching and retries.
+"""The curation season flow: wiring of the stages in tasks_lib.curation.stages, with caching and retries.
 
 The expensive stage, FAIL_TO_PASS extraction, is cached per PR on its content (repository, base and head
 commits, lock hashes at both, run counts, harness version), not on the flow run: a rerun of the same
@@ -18,21 +18,17 @@ from prefect.logging import get_run_logger
 
 from flows import artifacts
 from flows.runners import lean_thread_pool, task_runner, windowed, without_heartbeats
-from tasks_lib import (
-    curation,
-    extraction,
-    images,
-    prefect_env,
-    progress,
-    repos,
-    season_plan,
-    season_state,
-    stopping,
-)
-from tasks_lib.constants import ExtractionStatus
-from tasks_lib.errors import InfraError, InputError
-from tasks_lib.season import Season, load_season
-from tasks_lib.sources import load_source
+from tasks_lib.core import prefect_env, progress, stopping
+from tasks_lib.core.constants import ExtractionStatus
+from tasks_lib.core.errors import InfraError, InputError
+from tasks_lib.curation import extraction
+from tasks_lib.curation import plan as season_plan
+from tasks_lib.curation import stages as curation
+from tasks_lib.curation import state as season_state
+from tasks_lib.curation.season import Season, load_season
+from tasks_lib.images import build as images
+from tasks_lib.sources import repos
+from tasks_lib.sources.record import load_source
 
 
 def _logger():
@@ -165,7 +161,7 @@ def curation_season(
 
 
 def _fingerprint(season, sources, crawl_method, prs_file, mirror, limit, until) -> str | None:
-    """The inputs' fingerprint (`tasks_lib.season_state`), taken before anything runs; never fatal."""
+    """The inputs' fingerprint (`tasks_lib.curation.state`), taken before anything runs; never fatal."""
     if until is not None:
         return None
     try:

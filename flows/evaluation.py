@@ -1,7 +1,7 @@
-"""The evaluation flow: one run per model. Wiring only; scoring lives in tasks_lib.evaluation.
+"""The evaluation flow: one run per model. Wiring only; scoring lives in tasks_lib.judge.evaluation.
 
 Per-instance verdicts are cached by content (instance, patch hash, image id, harness version) in
-tasks_lib.evaluation.VerdictCache, not by Prefect's run-scoped cache: a rerun of the same predictions,
+tasks_lib.judge.evaluation.VerdictCache, not by Prefect's run-scoped cache: a rerun of the same predictions,
 under any run id, starts no container, and a changed patch reruns that instance only.
 """
 
@@ -15,7 +15,8 @@ from prefect.cache_policies import NONE
 
 from flows import artifacts
 from flows.runners import lean_thread_pool, task_runner, windowed, without_heartbeats
-from tasks_lib import evaluation, progress, runs, stopping
+from tasks_lib.core import progress, stopping
+from tasks_lib.judge import evaluation, runs
 
 
 @task(cache_policy=NONE, task_run_name="score {instance_id}")

@@ -20,9 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tasks_lib import corpus, curation, season_plan  # noqa: E402
-from tasks_lib.season import load_season  # noqa: E402
-from tasks_lib.sources import load_source  # noqa: E402
+from tasks_lib.corpus import load as corpus
+from tasks_lib.curation import plan as season_plan  # noqa: E402
+from tasks_lib.curation import stages as curation
+from tasks_lib.curation.season import load_season  # noqa: E402
+from tasks_lib.sources.record import load_source  # noqa: E402
 
 
 def _lines(path: Path) -> list[dict]:

@@ -14,10 +14,10 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from tasks_lib import distribution, filtering
-from tasks_lib.crawl.base import write_prs_parquet
-from tasks_lib.crawl.export import ExportPRSource
-from tasks_lib.sources import parse_source
+from tasks_lib.curation import distribution, filtering
+from tasks_lib.sources.crawl.base import write_prs_parquet
+from tasks_lib.sources.crawl.export import ExportPRSource
+from tasks_lib.sources.record import parse_source
 
 DEFAULT_EXPORT = Path(__file__).resolve().parents[2] / "shared/reference/fastapi-template/prs.jsonl"
 

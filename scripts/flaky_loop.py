@@ -21,8 +21,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tasks_lib import demo_repo, evaluation, extraction, gitops  # noqa: E402
-from tasks_lib.sources import load_source  # noqa: E402
+from tasks_lib.curation import extraction
+from tasks_lib.judge import evaluation
+from tasks_lib.sources import (
+    demo_repo,
+    gitops,  # noqa: E402
+)
+from tasks_lib.sources.record import load_source  # noqa: E402
 
 
 def main() -> int:

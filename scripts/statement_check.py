@@ -2,8 +2,8 @@
 
     python scripts/statement_check.py --dataset v0.2 data/statements/mcp-context-forge.jsonl [more.jsonl ...]
 
-For each statement of the files (the `data/statements/<source>.jsonl` format, tasks_lib/statements.py), the
-gate's verdict against its instance in the corpus (tasks_lib/statement_gate.py: a hidden test named, a test
+For each statement of the files (the `data/statements/<source>.jsonl` format, tasks_lib/curation/statements.py), the
+gate's verdict against its instance in the corpus (tasks_lib/curation/statement_gate.py: a hidden test named, a test
 file named, a line of either patch quoted, a diff) and its word count. Exit 1 when one leaks, is too short or
 names an instance the corpus does not hold; 2 on unreadable input.
 """
@@ -17,8 +17,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tasks_lib import statement_gate, statements  # noqa: E402
-from tasks_lib.errors import InputError  # noqa: E402
+from tasks_lib.core.errors import InputError  # noqa: E402
+from tasks_lib.curation import (
+    statement_gate,
+    statements,  # noqa: E402
+)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ def pytest_configure(config):
     os.environ["PREFECT_HOME"] = os.path.join(root, "prefect")
     os.environ["PBENCH_OWNER"] = "tests-" + os.path.basename(root)
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    from tasks_lib import prefect_env
+    from tasks_lib.core import prefect_env
 
     prefect_env.configure()
 
@@ -27,14 +27,14 @@ def pytest_configure(config):
 @pytest.fixture(scope="session")
 def docker_engine():
     """The real Docker engine. Its absence fails Docker-marked tests: CI must never skip them silently."""
-    from tasks_lib import docker_client
+    from tasks_lib.core import docker_client
 
     return docker_client.get()
 
 
 @pytest.fixture(scope="session")
 def base_images(docker_engine):
-    from tasks_lib import images
+    from tasks_lib.images import build as images
 
     return images.bootstrap()
 
@@ -54,8 +54,8 @@ def pytest_sessionfinish(session, exitstatus):
     """Leak check: containers, networks and volumes carrying the project's label must all be gone."""
     if not (_docker_ran["passed"] or _docker_ran["failed"]):
         return
-    from tasks_lib import docker_client
-    from tasks_lib.constants import LABEL_OWNER
+    from tasks_lib.core import docker_client
+    from tasks_lib.core.constants import LABEL_OWNER
 
     client = docker_client.get()
     flt = {"label": f"{LABEL_OWNER}={os.environ['PBENCH_OWNER']}"}

@@ -98,7 +98,7 @@ def wait_http(url: str, timeout_s: float, server: Untrusted | None) -> tuple[boo
 
 def load_error_files(report_path: Path) -> list[str]:
     """Spec files that failed to load, when the report shows a run Playwright aborted because of them (errors
-    at the top, no test run at all). Same rule as tasks_lib/playwright_report.py (`error_file`)."""
+    at the top, no test run at all). Same rule as tasks_lib/formats/playwright_report.py (`error_file`)."""
     try:
         report = json.loads(report_path.read_text())
     except (OSError, ValueError):

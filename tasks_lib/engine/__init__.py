@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import os
 
-from tasks_lib import docker_client
-from tasks_lib.constants import LABEL, LABEL_OWNER, Blame
+from tasks_lib.core import docker_client
+from tasks_lib.core.constants import LABEL, LABEL_OWNER, Blame
 from tasks_lib.engine import jobs, results, services
 from tasks_lib.engine.records import (
     DB_ALIAS,

@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tasks_lib import globs, jsonc, paths, witnesses
+from tasks_lib.core import globs, paths
+from tasks_lib.engine import witnesses
 from tasks_lib.engine.records import DB_PORT, PINNED_ENV, RunRequest, service_aliases
 from tasks_lib.engine.stack import tar
-from tasks_lib.sources import SourceRecord
+from tasks_lib.formats import jsonc
+from tasks_lib.sources.record import SourceRecord
 
 RUNNER_FILES = (
     "pbench_runner.py",

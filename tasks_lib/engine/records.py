@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tasks_lib.constants import Outcome, RunStatus, Side
-from tasks_lib.sources import SourceRecord
+from tasks_lib.core.constants import Outcome, RunStatus, Side
+from tasks_lib.sources.record import SourceRecord
 
 # Pinned so that the same patch gets the same verdict: hash seeds, time zone, locale.
 PINNED_ENV = {

@@ -10,9 +10,10 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from tasks_lib import evidence, junit, playwright_report, witnesses
-from tasks_lib.constants import Blame, Outcome, RunStatus
+from tasks_lib.core.constants import Blame, Outcome, RunStatus
+from tasks_lib.engine import witnesses
 from tasks_lib.engine.records import RunResult
+from tasks_lib.formats import evidence, junit, playwright_report
 
 # Where the run was when it stopped (the runner's /pbench/out/phase): from "prestart" on, the patch's own
 # code runs, and a run stopped by the wall clock or the output cap is the patch's.

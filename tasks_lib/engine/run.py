@@ -10,13 +10,16 @@ import time
 import uuid
 from pathlib import Path
 
-from tasks_lib import docker_client, gitops, images, limits, playwright_report, stopping
-from tasks_lib.config import Settings
-from tasks_lib.constants import Blame, RunStatus, Side
+from tasks_lib.core import docker_client, limits, stopping
+from tasks_lib.core.config import Settings
+from tasks_lib.core.constants import Blame, RunStatus, Side
+from tasks_lib.core.errors import ImageBuildError
 from tasks_lib.engine import jobs, results, services
 from tasks_lib.engine.records import RunRequest, RunResult
 from tasks_lib.engine.stack import Stack, copy_logs, extract_out
-from tasks_lib.errors import ImageBuildError
+from tasks_lib.formats import playwright_report
+from tasks_lib.images import build as images
+from tasks_lib.sources import gitops
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +211,7 @@ STOP_POLL_S = 2.0
 
 def _wait(container, deadline, timeout, request, result, log_dir) -> int | None:
     """The runner's exit code; None when the wall clock ran out (the container killed). A stop asked for
-    meanwhile (tasks_lib.stopping) kills the container and raises, within STOP_POLL_S."""
+    meanwhile (tasks_lib.core.stopping) kills the container and raises, within STOP_POLL_S."""
     import requests
 
     while True:

@@ -6,12 +6,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tasks_lib import images
-from tasks_lib.config import Settings
+from tasks_lib.core.config import Settings
+from tasks_lib.core.errors import InfraError
 from tasks_lib.engine.records import DB_PORT, service_aliases
 from tasks_lib.engine.stack import LOG_CONFIG, Stack
-from tasks_lib.errors import InfraError
-from tasks_lib.sources import SourceRecord
+from tasks_lib.images import build as images
+from tasks_lib.sources.record import SourceRecord
 
 
 class ServiceTimeout(TimeoutError):

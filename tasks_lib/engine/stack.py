@@ -15,9 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tasks_lib.config import Settings
-from tasks_lib.constants import LABEL, LABEL_OWNER, LABEL_RUN
-from tasks_lib.errors import InfraError
+from tasks_lib.core.config import Settings
+from tasks_lib.core.constants import LABEL, LABEL_OWNER, LABEL_RUN
+from tasks_lib.core.errors import InfraError
 
 log = logging.getLogger(__name__)
 

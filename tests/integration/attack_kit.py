@@ -9,10 +9,12 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from tasks_lib import corpus, evaluation, gitops
-from tasks_lib.demo_repo import DEMO_PRS
-from tasks_lib.predictions import Prediction, PredictionFormat
-from tasks_lib.sources import load_source
+from tasks_lib.corpus import load as corpus
+from tasks_lib.judge import evaluation
+from tasks_lib.judge.predictions import Prediction, PredictionFormat
+from tasks_lib.sources import gitops
+from tasks_lib.sources.demo_repo import DEMO_PRS
+from tasks_lib.sources.record import load_source
 
 BUGFIX = f"prototypebench__demo-fullstack-{DEMO_PRS['bugfix']}"
 FRONTEND = f"prototypebench__demo-fullstack-{DEMO_PRS['frontend_only']}"

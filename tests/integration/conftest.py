@@ -9,26 +9,26 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib.constants import LABEL_OWNER
+from tasks_lib.core.constants import LABEL_OWNER
 
 
 @pytest.fixture(scope="session")
 def demo_source():
-    from tasks_lib.sources import load_source
+    from tasks_lib.sources.record import load_source
 
     return load_source("demo")
 
 
 @pytest.fixture(scope="session")
 def demo_repo(demo_source):
-    from tasks_lib import repos
+    from tasks_lib.sources import repos
 
     return repos.repo_dir(demo_source)
 
 
 @pytest.fixture(scope="session")
 def demo_prs(demo_repo):
-    from tasks_lib.demo_repo import demo_prs_path, ensure_demo_repo
+    from tasks_lib.sources.demo_repo import demo_prs_path, ensure_demo_repo
 
     rows = [json.loads(line) for line in demo_prs_path(ensure_demo_repo()).read_text().splitlines()]
     return {r["number"]: r for r in rows}
@@ -74,7 +74,7 @@ def container_counter(docker_engine):
 def curated_demo(docker_engine, base_images):
     """The demo season, curated once for the whole session through the real Prefect flow and engine."""
     from flows.curation import run_curation
-    from tasks_lib import paths
+    from tasks_lib.core import paths
 
     summary = run_curation("demo")
     return {"summary": summary["demo"], "out": Path(paths.seasons_dir() / "demo")}
@@ -83,7 +83,7 @@ def curated_demo(docker_engine, base_images):
 @pytest.fixture
 def no_validator(monkeypatch):
     """Switch the host-side validator off: what follows is the container's defence alone."""
-    from tasks_lib import evaluation
+    from tasks_lib.judge import evaluation
 
     monkeypatch.setattr(evaluation.patches, "validate_patch", lambda *a, **k: [])
 

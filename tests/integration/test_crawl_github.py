@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib.crawl.base import write_prs_parquet
-from tasks_lib.crawl.github import GitHubPRSource, GitHubUnavailable, closing_issue_numbers
-from tasks_lib.errors import InputError
+from tasks_lib.core.errors import InputError
+from tasks_lib.sources.crawl.base import write_prs_parquet
+from tasks_lib.sources.crawl.github import GitHubPRSource, GitHubUnavailable, closing_issue_numbers
 
 TOKEN = "ghp_pbenchTestToken0123456789SECRET"
 SINCE = datetime(2025, 2, 1, tzinfo=UTC)
@@ -97,10 +97,12 @@ def test_merged_prs_in_window_are_normalized(server):
     assert "include_archived" not in pr.hints_text and "Fixed by" not in pr.hints_text
     # What the agent is told: the closing issues' titles and bodies, never the PR's description (which
     # describes the fix); the note names the issues.
-    from tasks_lib import packaging
+    from tasks_lib.curation import packaging
 
     statement, note = packaging.problem_statement(pr)
-    assert statement.startswith("Archive items instead of deleting them\n") and pr.body.strip() not in statement
+    assert (
+        statement.startswith("Archive items instead of deleting them\n") and pr.body.strip() not in statement
+    )
     assert "Archived items appear in the item list\n" in statement
     assert note == f"{packaging.ISSUE_NOTE} (#7, #8)."
     assert prs[10].base_ref == "release-1.x"  # crawled as-is; the filter judges the branch

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from cli_kit import pbench_without_prefect
 
-from tasks_lib.demo_repo import DEMO_PRS, FLAKY_MISS_BOUND, FLAKY_TEST_IDS
-from tasks_lib.extraction import changed_between_runs
+from tasks_lib.curation.extraction import changed_between_runs
+from tasks_lib.sources.demo_repo import DEMO_PRS, FLAKY_MISS_BOUND, FLAKY_TEST_IDS
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -20,8 +20,8 @@ def _instances(out):
 
 def test_feature_and_bugfix_prs_become_valid_instances(curated_demo):
     """Every label comes from executed tests: the feature and bugfix PRs yield instances that validate."""
-    from tasks_lib import schema
-    from tasks_lib.sources import load_source
+    from tasks_lib.corpus import schema
+    from tasks_lib.sources.record import load_source
 
     instances = _instances(curated_demo["out"])
     source = load_source("demo")
@@ -117,7 +117,7 @@ def test_a_season_already_up_to_date_is_answered_before_prefect_starts(curated_d
     """`pbench curate` with the inputs of the last completed run finds its fingerprint and untouched outputs:
     with the Prefect API pointed at a closed port (any use of it would fail) it prints the same summary, starts
     no container and leaves every output as it was."""
-    from tasks_lib import season_state
+    from tasks_lib.curation import state as season_state
 
     out = curated_demo["out"]
     before = season_state._outputs(out)

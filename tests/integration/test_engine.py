@@ -8,9 +8,12 @@ import time
 
 import pytest
 
-from tasks_lib import engine, gitops, images, patches
-from tasks_lib.constants import LABEL_OWNER, Outcome, RunStatus, Side
-from tasks_lib.demo_repo import DEMO_PRS
+from tasks_lib import engine
+from tasks_lib.core.constants import LABEL_OWNER, Outcome, RunStatus, Side
+from tasks_lib.formats import patches
+from tasks_lib.images import build as images
+from tasks_lib.sources import gitops
+from tasks_lib.sources.demo_repo import DEMO_PRS
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

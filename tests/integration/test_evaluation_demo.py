@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from cli_kit import pbench_without_prefect
 
-from tasks_lib.demo_repo import DEMO_PRS
+from tasks_lib.sources.demo_repo import DEMO_PRS
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -20,7 +20,7 @@ BUGFIX = f"prototypebench__demo-fullstack-{DEMO_PRS['bugfix']}"
 
 
 def _instances():
-    from tasks_lib import corpus
+    from tasks_lib.corpus import load as corpus
 
     return {i["instance_id"]: i for i in corpus.load_corpus("demo")}
 
@@ -74,7 +74,7 @@ def test_gold_resolves_everything_and_empty_nothing(gold_run, curated_demo):
 
 def test_results_parquet_has_the_documented_dtypes(gold_run):
     """Analysts load results.parquet / tests.parquet with pandas and get the documented dtypes."""
-    from tasks_lib import reporting
+    from tasks_lib.judge import reporting
 
     out = gold_run["out_dir"]
     df = pd.read_parquet(f"{out}/results.parquet")
@@ -139,7 +139,7 @@ def test_a_command_whose_verdicts_are_all_cached_never_starts_prefect(gold_run, 
     """`pbench evaluate` decides cache hits before any server: with the Prefect API pointed at a closed port
     (any use of it would fail), the rerun of the gold predictions writes the same outputs from the verdict
     cache; a run with one changed patch is not answered there, and probing it builds and starts nothing."""
-    from tasks_lib import runs
+    from tasks_lib.judge import runs
 
     with container_counter() as counted:
         res = pbench_without_prefect(
@@ -207,7 +207,7 @@ def test_validate_no_cache_scores_again_and_the_normal_command_does_not(gold_run
 
 def _rows_of_latest(model: str) -> pd.DataFrame:
     """results.parquet of the newest run of `model` that scored exactly the bugfix instance."""
-    from tasks_lib import paths
+    from tasks_lib.core import paths
 
     runs_ = sorted(paths.runs_dir().glob(f"{model}-*/results.parquet"), key=lambda p: p.stat().st_mtime)
     for path in reversed(runs_):
@@ -297,7 +297,7 @@ def test_predictions_for_half_the_corpus_score_over_the_whole_corpus(gold_run, t
 
 
 def test_a_prediction_of_another_model_is_refused_naming_both(curated_demo, tmp_path):
-    from tasks_lib.errors import InputError
+    from tasks_lib.core.errors import InputError
 
     inst = _instances()[BUGFIX]
     preds = tmp_path / "other.jsonl"

@@ -37,8 +37,8 @@ import docker
 import pandas as pd
 import pytest
 
-from tasks_lib.constants import LABEL_OWNER, Status
-from tasks_lib.demo_repo import DEMO_PRS
+from tasks_lib.core.constants import LABEL_OWNER, Status
+from tasks_lib.sources.demo_repo import DEMO_PRS
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -50,7 +50,7 @@ ENOSPC = "write /opt/venv/lib/python3.11/site-packages/slugify/__init__.py: no s
 
 
 def _instance(iid: str) -> dict:
-    from tasks_lib import corpus
+    from tasks_lib.corpus import load as corpus
 
     found = [i for i in corpus.load_corpus("demo") if i["instance_id"] == iid]
     assert found, f"{iid} is not in the curated demo corpus (see the season's extraction.parquet)"
@@ -58,7 +58,7 @@ def _instance(iid: str) -> dict:
 
 
 def _prediction(iid: str, patch: str, model: str = "gold"):
-    from tasks_lib.predictions import Prediction, PredictionFormat
+    from tasks_lib.judge.predictions import Prediction, PredictionFormat
 
     return Prediction(iid, model, patch, PredictionFormat.DIFF)
 
@@ -102,7 +102,7 @@ def _assert_one_row_per_instance(out_dir: Path, ids: list[str]) -> pd.DataFrame:
 def fresh_cache(tmp_path, monkeypatch):
     """PBENCH_CACHE_DIR of this test only (its verdict cache starts empty); the clones are copied over so
     that nothing has to be generated again. Subprocesses inherit it through the environment."""
-    from tasks_lib import paths
+    from tasks_lib.core import paths
 
     session = paths.cache_dir()
     cache = tmp_path / "cache"
@@ -176,7 +176,7 @@ def test_flow_process_killed_after_the_first_verdict_resumes(curated_demo, fresh
     after the first verdict is persisted, then started again with the same --run-id: the rerun takes the
     scored instance from the verdict cache (no container for it), runs the other one, and writes one row
     per instance, all resolved. The killed run's containers are what `pbench cleanup` removes."""
-    from tasks_lib import paths
+    from tasks_lib.core import paths
 
     ids = [BUGFIX, FEATURE]
     run_id = f"faults-resume-{uuid.uuid4().hex[:8]}"  # one id for both invocations
@@ -311,7 +311,10 @@ def test_full_disk_during_an_env_image_build_is_infrastructure(
     (the infrastructure column, never the model's failure), not cached, its note names the build log that
     holds the daemon's message, and no image is tagged. With the disk "freed", the same call builds the
     image and resolves."""
-    from tasks_lib import corpus, evaluation, images, patches, reporting
+    from tasks_lib.corpus import load as corpus
+    from tasks_lib.formats import patches
+    from tasks_lib.images import build as images
+    from tasks_lib.judge import evaluation, reporting
 
     inst = _instance(LOCK_CHANGE)
     assert "backend/requirements.txt" in patches.changed_paths(inst["patch"])
@@ -356,7 +359,8 @@ def test_same_patch_gets_the_same_verdict_and_outcomes_five_times(curated_demo, 
     one, each time in new containers with an empty verdict cache, gives one verdict per patch and the same
     outcome for every test the run reported (graded or not). (TZ, PYTHONHASHSEED, LANG and LC_ALL inside
     the test container: test_engine.py::test_sandbox_has_no_internet_no_socket_no_host_env.)"""
-    from tasks_lib import corpus, evaluation
+    from tasks_lib.corpus import load as corpus
+    from tasks_lib.judge import evaluation
 
     inst = _instance(BUGFIX)
     source = corpus.source_for(inst)
@@ -474,7 +478,8 @@ def test_docker_daemon_restarted_mid_evaluation(curated_demo, fresh_cache, docke
     """dockerd stopped (SIGTERM) and started again while two instances are being scored: the run still
     finishes, every row is either the right verdict (gold: resolved) or labelled infrastructure, and a
     rerun of the same run id completes the infrastructure rows (they were never cached)."""
-    from tasks_lib import docker_client, engine
+    from tasks_lib import engine
+    from tasks_lib.core import docker_client
 
     others = _foreign_containers(docker_engine)
     if others:
@@ -511,7 +516,8 @@ def test_a_stop_drops_an_image_build_in_progress(docker_engine, base_images, tmp
     """Rule: a stop asked for while an image builds ends the build within seconds (a stopped curate used to
     wait for the whole build of an environment image in its worker thread), and the daemon cancels it: no
     build container keeps running and no image is tagged."""
-    from tasks_lib import images, stopping
+    from tasks_lib.core import stopping
+    from tasks_lib.images import build as images
 
     (tmp_path / "Dockerfile").write_text(
         f"FROM {base_images['base'].tag}\n"

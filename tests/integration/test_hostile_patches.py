@@ -15,10 +15,12 @@ from attack_kit import logs as _logs
 from attack_kit import new as _new
 from attack_kit import symlink as _symlink
 
-from tasks_lib import corpus, evaluation, gitops
-from tasks_lib.demo_repo import DEMO_PRS
-from tasks_lib.predictions import Prediction, PredictionFormat
-from tasks_lib.sources import load_source
+from tasks_lib.corpus import load as corpus
+from tasks_lib.judge import evaluation
+from tasks_lib.judge.predictions import Prediction, PredictionFormat
+from tasks_lib.sources import gitops
+from tasks_lib.sources.demo_repo import DEMO_PRS
+from tasks_lib.sources.record import load_source
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib import docker_client, image_lineage, images
-from tasks_lib.sources import load_source_file
+from tasks_lib.core import docker_client
+from tasks_lib.images import build as images
+from tasks_lib.images import lineage as image_lineage
+from tasks_lib.sources.record import load_source_file
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from attack_kit import BUGFIX, F2P, FORCE_PASS_PLUGIN, Task, logs, new, said
 
-from tasks_lib import evaluation, static_check
+from tasks_lib.judge import evaluation, static_check
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 from attack_kit import BUGFIX, FRONTEND, Task, edit, said
 
-from tasks_lib import docker_client, egress, images
-from tasks_lib.config import Settings
+from tasks_lib.core import docker_client
+from tasks_lib.core.config import Settings
+from tasks_lib.images import build as images
+from tasks_lib.images import egress
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

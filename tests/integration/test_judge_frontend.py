@@ -13,7 +13,7 @@ import time
 import pytest
 from attack_kit import Task, edit, logs, new, said
 
-from tasks_lib import evaluation
+from tasks_lib.judge import evaluation
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -14,7 +14,7 @@ import dataclasses
 import pytest
 from attack_kit import BUGFIX, F2P, Task, edit, new, said
 
-from tasks_lib import evaluation, static_check
+from tasks_lib.judge import evaluation, static_check
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

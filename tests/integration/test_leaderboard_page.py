@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib import docker_client, images, repos
-from tasks_lib.sources import load_source
+from tasks_lib.core import docker_client
+from tasks_lib.images import build as images
+from tasks_lib.sources import repos
+from tasks_lib.sources.record import load_source
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

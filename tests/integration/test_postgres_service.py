@@ -11,8 +11,9 @@ import uuid
 
 import pytest
 
-from tasks_lib import docker_client, engine, paths
-from tasks_lib.config import Settings
+from tasks_lib import engine
+from tasks_lib.core import docker_client, paths
+from tasks_lib.core.config import Settings
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

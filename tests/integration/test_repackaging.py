@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from tasks_lib import corpus_release, statements
+from tasks_lib.curation import release as corpus_release
+from tasks_lib.curation import statements
 
 pytestmark = pytest.mark.docker
 

@@ -11,10 +11,11 @@ import time
 
 import pytest
 
-from tasks_lib import engine, gitops
-from tasks_lib.config import Settings
-from tasks_lib.constants import LABEL_OWNER, Outcome, RunStatus
-from tasks_lib.demo_repo import DEMO_PRS
+from tasks_lib import engine
+from tasks_lib.core.config import Settings
+from tasks_lib.core.constants import LABEL_OWNER, Outcome, RunStatus
+from tasks_lib.sources import gitops
+from tasks_lib.sources.demo_repo import DEMO_PRS
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -12,7 +12,8 @@ import pytest
 def runner_import():
     """Import modules of the in-container runner as the container has them: containers/runner on sys.path,
     the host modules it ships under other names (pbench_globs, pbench_jsonc) in place."""
-    from tasks_lib import globs, jsonc, paths
+    from tasks_lib.core import globs, paths
+    from tasks_lib.formats import jsonc
 
     sys.modules.setdefault("pbench_globs", globs)
     sys.modules.setdefault("pbench_jsonc", jsonc)

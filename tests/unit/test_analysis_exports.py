@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks_lib import reporting
-from tasks_lib.evaluation import TestRow, Verdict
+from tasks_lib.judge import reporting
+from tasks_lib.judge.evaluation import TestRow, Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,6 +1,7 @@
 """The import contract of docs/ARCHITECTURE.md, read from the code's own imports (every `import` and `from`,
 function-level ones included): the CLI is the composition root above flows; flows wire the library; the library
-never imports flows or the CLI; the engine never imports a stage; the in-container runner is stdlib only."""
+never imports flows or the CLI; each of the library's packages imports only those below it (the engine no stage,
+curation and judge never each other); the in-container runner is stdlib only."""
 
 from __future__ import annotations
 
@@ -11,19 +12,24 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# The stages of curation and evaluation (and what sits above the engine): the engine may import none of them.
-STAGES = {
-    "crawl", "filtering", "distribution", "extraction", "packaging", "tiering", "schema", "curation", "season",
-    "season_plan", "evaluation", "runs", "reporting", "corpus", "predictions", "verdicts", "static_check",
-    "tooling", "demo_repo", "repos", "instance", "progress", "prefect_env", "test_scope", "funnel",
-    "corpus_release",
-}  # fmt: skip
+# The library's packages, each with what it may import of the library besides itself (docs/ARCHITECTURE.md).
+# Low to high: a package imports only packages below it; curation and judge, the two stages, never each other.
+PACKAGES = {
+    "core": set(),
+    "formats": {"core"},
+    "sources": {"core", "formats"},
+    "images": {"core", "formats", "sources"},
+    "engine": {"core", "formats", "sources", "images"},
+    "corpus": {"core", "formats", "sources"},
+    "curation": {"core", "formats", "sources", "images", "engine", "corpus"},
+    "judge": {"core", "formats", "sources", "images", "engine", "corpus"},
+}
 
 
-def _imports(path: Path) -> set[str]:
-    """Every module a file imports, absolute (relative imports resolved against its package)."""
+def _imports(path: Path, root: Path = ROOT) -> set[str]:
+    """Every module a file imports, absolute (relative imports resolved against its package under `root`)."""
     tree = ast.parse(path.read_text())
-    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
     out = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -63,18 +69,59 @@ def test_flows_never_import_the_cli():
     assert _offences("flows", lambda name, _: _is(name, "cli")) == []
 
 
-def test_the_engine_never_imports_a_stage():
-    stages = tuple(f"tasks_lib.{s}" for s in STAGES)
-    assert _offences("tasks_lib/engine", lambda name, _: _is(name, *stages)) == []
+def _package_offences(root: Path = ROOT / "tasks_lib") -> list[str]:
+    """Every import of a library module that its package's rule does not allow, and every module outside one."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).parts
+        if len(parts) == 1:
+            if path.name != "__init__.py":
+                out.append(f"tasks_lib/{path.name} stands in no package")
+            continue
+        package = parts[0]
+        if package not in PACKAGES:
+            out.append(f"tasks_lib/{package}/ is no package of the rules")
+            continue
+        allowed = PACKAGES[package] | {package}
+        for name in sorted(_imports(path, root.parent)):
+            if not _is(name, "tasks_lib") or name == "tasks_lib":
+                continue
+            target = name.split(".")[1]
+            if target in PACKAGES and target not in allowed:
+                out.append(f"tasks_lib/{'/'.join(parts)} ({package}) imports {name} ({target})")
+    return out
+
+
+def test_each_package_imports_only_what_its_rule_allows():
+    assert _package_offences() == []
+
+
+def test_a_planted_violation_fails_the_package_rule(tmp_path):
+    """The rule is not vacuous: a formats module that imports the judge, a judge module that imports curation
+    and a loose module are each named."""
+    root = tmp_path / "tasks_lib"
+    for package in ("formats", "judge", "curation"):
+        (root / package).mkdir(parents=True)
+    (root / "formats" / "junit.py").write_text("from tasks_lib.judge import verdicts\n")
+    (root / "judge" / "runs.py").write_text("def f():\n    from tasks_lib.curation.stages import x\n")
+    (root / "curation" / "stages.py").write_text("from tasks_lib.core import paths\n")
+    (root / "loose.py").write_text("")
+    assert _package_offences(root) == [
+        "tasks_lib/formats/junit.py (formats) imports tasks_lib.judge (judge)",
+        "tasks_lib/formats/junit.py (formats) imports tasks_lib.judge.verdicts (judge)",
+        "tasks_lib/judge/runs.py (judge) imports tasks_lib.curation.stages (curation)",
+        "tasks_lib/judge/runs.py (judge) imports tasks_lib.curation.stages.x (curation)",
+        "tasks_lib/loose.py stands in no package",
+    ]
 
 
 def test_plain_git_never_imports_what_sits_above_it():
-    """gitops is plain git: it calls no generator and no source logic above it (tasks_lib/repos.py does)."""
-    above = ("tasks_lib.demo_repo", "tasks_lib.repos", "tasks_lib.curation", "tasks_lib.engine")
+    """gitops is plain git: it calls no generator and no source logic above it (tasks_lib/sources/repos.py does)."""
+    above = ("tasks_lib.sources.demo_repo", "tasks_lib.sources.repos", "tasks_lib.sources.record")
     assert [
         o
         for o in _offences("tasks_lib", lambda name, _: _is(name, *above))
-        if o.startswith("tasks_lib/gitops")
+        if o.startswith("tasks_lib/sources/gitops")
     ] == []
 
 

@@ -24,10 +24,8 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from tasks_lib import reporting
-from tasks_lib.constants import Status
-from tasks_lib.evaluation import Verdict, score_instance
-from tasks_lib.patches import (
+from tasks_lib.core.constants import Status
+from tasks_lib.formats.patches import (
     PatchFormatError,
     PatchProblem,
     changed_paths,
@@ -37,8 +35,10 @@ from tasks_lib.patches import (
     problems_status,
     validate_patch,
 )
-from tasks_lib.predictions import Prediction, PredictionsError, load_predictions, prediction_problems
-from tasks_lib.sources import load_source
+from tasks_lib.judge import reporting
+from tasks_lib.judge.evaluation import Verdict, score_instance
+from tasks_lib.judge.predictions import Prediction, PredictionsError, load_predictions, prediction_problems
+from tasks_lib.sources.record import load_source
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "instance-1396.jsonl"
 IID = "fastapi__full-stack-fastapi-template-1396"

@@ -21,10 +21,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tasks_lib import corpus, paths, season
-from tasks_lib.errors import InputError, SourceError
-from tasks_lib.schema import load_schema, validate_instance
-from tasks_lib.sources import SourceRecord, load_source, load_source_file, parse_source
+from tasks_lib.core import paths
+from tasks_lib.core.errors import InputError, SourceError
+from tasks_lib.corpus import load as corpus
+from tasks_lib.corpus.schema import load_schema, validate_instance
+from tasks_lib.curation import season
+from tasks_lib.sources.record import SourceRecord, load_source, load_source_file, parse_source
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "instance-1396.jsonl"
 INSTANCE = json.loads(FIXTURE.read_text())

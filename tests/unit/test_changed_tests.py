@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks_lib.changed_tests import (
+from tasks_lib.formats.changed_tests import (
     added_test_functions,
     changed_spec_tests,
     changed_test_functions,

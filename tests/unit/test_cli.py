@@ -161,7 +161,9 @@ def test_list_and_report_print_json_when_asked(tmp_path):
     res = _pbench("list", "--dataset", "pub", "--json", env=env)
     assert res.returncode == 0, res.stderr
     (row,) = [json.loads(line) for line in res.stdout.splitlines()]
-    assert row["instance_id"] == IID and row["fail_to_pass"]["backend"] and row["stack_domain"] == "backend_only"
+    assert (
+        row["instance_id"] == IID and row["fail_to_pass"]["backend"] and row["stack_domain"] == "backend_only"
+    )
     run = tmp_path / "runs" / "r1"
     run.mkdir(parents=True)
     (run / "report.json").write_text(json.dumps({"run_id": "r1", "score": 0.5}))
@@ -179,8 +181,8 @@ def test_curate_shows_a_live_bar_per_source_on_a_terminal_only(monkeypatch):
     from rich.console import Console
 
     import cli.corpus as corpus_cmd
-    from tasks_lib.constants import ExtractionStatus
-    from tasks_lib.extraction import ExtractionResult
+    from tasks_lib.core.constants import ExtractionStatus
+    from tasks_lib.curation.extraction import ExtractionResult
 
     result = ExtractionResult(14, ExtractionStatus.OK, "a", "b", frontend_fail_to_pass=["x.spec.ts:1:1 › t"])
     buf = io.StringIO()
@@ -208,6 +210,7 @@ def test_validate_takes_evaluates_selection_and_refuses_an_unknown_one_before_pr
         res = _pbench("validate", "--dataset", "pub", *args, env=env)
         assert res.returncode == 2 and needle in res.stderr, res.stderr
         assert "Starting temporary server" not in res.stderr and "Traceback" not in res.stderr
-    assert "fastapi/full-stack-fastapi-template" in _pbench(
-        "validate", "--dataset", "pub", "--repo", "acme/none", env=env
-    ).stderr  # the message lists the corpus's repositories
+    assert (
+        "fastapi/full-stack-fastapi-template"
+        in _pbench("validate", "--dataset", "pub", "--repo", "acme/none", env=env).stderr
+    )  # the message lists the corpus's repositories

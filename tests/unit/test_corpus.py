@@ -16,8 +16,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tasks_lib import corpus, paths, schema
-from tasks_lib.errors import InputError
+from tasks_lib.core import paths
+from tasks_lib.core.errors import InputError
+from tasks_lib.corpus import load as corpus
+from tasks_lib.corpus import schema
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "instance-1396.jsonl"
 PUBLISHED = json.loads(FIXTURE.read_text().splitlines()[0])

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib import corpus, corpus_release
-from tasks_lib.errors import InputError
+from tasks_lib.core.errors import InputError
+from tasks_lib.corpus import load as corpus
+from tasks_lib.curation import release as corpus_release
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "instance-1396.jsonl"
 

@@ -9,9 +9,15 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tasks_lib.crawl.base import PRS_SCHEMA, ChangedFile, PullRequest, read_prs_parquet, write_prs_parquet
-from tasks_lib.crawl.export import ExportPRSource
-from tasks_lib.errors import InputError
+from tasks_lib.core.errors import InputError
+from tasks_lib.sources.crawl.base import (
+    PRS_SCHEMA,
+    ChangedFile,
+    PullRequest,
+    read_prs_parquet,
+    write_prs_parquet,
+)
+from tasks_lib.sources.crawl.export import ExportPRSource
 
 REAL_EXPORT = Path(__file__).resolve().parents[3] / "shared/reference/fastapi-template/prs.jsonl"
 SHA = "4cab9e972f5e3e32c518ec2c6e09e18455fe469a"

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib.crawl.base import PullRequest, read_prs_parquet, write_prs_parquet
-from tasks_lib.crawl.mirror import (
+from tasks_lib.core.errors import InputError
+from tasks_lib.sources.crawl.base import PullRequest, read_prs_parquet, write_prs_parquet
+from tasks_lib.sources.crawl.mirror import (
     Commit,
     MirrorPRSource,
     classify_commit,
     parse_numstat,
     resolve_base_commits,
 )
-from tasks_lib.errors import InputError
 
 REPO = "acme/shop"
 
@@ -206,14 +206,15 @@ def test_numstat_binary_and_odd_paths():
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("tasks_lib.demo_repo") is None, reason="tasks_lib.demo_repo not written yet"
+    importlib.util.find_spec("tasks_lib.sources.demo_repo") is None,
+    reason="tasks_lib.sources.demo_repo not written yet",
 )
 def test_demo_repo_mirror_agrees_with_its_export():
     """The generated demo history crawled as a mirror gives the same PRs, merge commits, titles, files
     and merge times as its gh-shaped export: two sources, one normalized record."""
-    from tasks_lib.crawl.export import ExportPRSource
-    from tasks_lib.demo_repo import DEMO_PRS, demo_prs_path, ensure_demo_repo
-    from tasks_lib.sources import load_source
+    from tasks_lib.sources.crawl.export import ExportPRSource
+    from tasks_lib.sources.demo_repo import DEMO_PRS, demo_prs_path, ensure_demo_repo
+    from tasks_lib.sources.record import load_source
 
     source = load_source("demo")
     repo_dir = ensure_demo_repo()

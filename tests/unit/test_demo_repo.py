@@ -1,4 +1,4 @@
-"""Tests of the embedded demo source generator (tasks_lib/demo_repo.py)."""
+"""Tests of the embedded demo source generator (tasks_lib/sources/demo_repo.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib import demo_repo
-from tasks_lib.errors import InputError
+from tasks_lib.core.errors import InputError
+from tasks_lib.sources import demo_repo
 
 # The fields of `gh pr list --state merged --json number,title,body,author,labels,files,mergeCommit,...`.
 GH_FIELDS = {
@@ -319,7 +319,7 @@ def test_the_flaky_bound_is_what_the_detector_misses() -> None:
     never lists it (1/64 missed, so 2**-24 for four independent copies)."""
     import itertools
 
-    from tasks_lib import grading
+    from tasks_lib.engine import grading
 
     outcomes = ("failed", "skipped", "xfailed", "error")
     missed = 0
@@ -402,9 +402,9 @@ def test_frontend_fail_to_pass_ids_are_the_ones_playwright_printed() -> None:
 def test_new_prs_split_by_side_with_the_demo_rules_plus_a_frontend(repo: Path, prs: list[dict]) -> None:
     """Rule: with the demo source's test patterns and a `frontend` dir, the frontend-only PR is
     frontend_only and the fullstack PR fullstack; their test patches hold only test files, per side."""
-    from tasks_lib import gitops
-    from tasks_lib.patches import split_patch
-    from tasks_lib.sources import load_source, parse_source
+    from tasks_lib.formats.patches import split_patch
+    from tasks_lib.sources import gitops
+    from tasks_lib.sources.record import load_source, parse_source
 
     raw = copy.deepcopy(load_source("demo").raw)
     raw["frontend"] = {

@@ -14,8 +14,9 @@ import yaml
 
 from flows.curation import curation_season
 from flows.evaluation import evaluate_model
-from tasks_lib import season_plan, stopping
-from tasks_lib.season import load_season
+from tasks_lib.core import stopping
+from tasks_lib.curation import plan as season_plan
+from tasks_lib.curation.season import load_season
 
 ROOT = Path(__file__).resolve().parents[2]
 FLOWS = {

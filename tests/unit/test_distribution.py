@@ -9,18 +9,18 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tasks_lib import distribution
-from tasks_lib.crawl.base import ChangedFile, PullRequest
-from tasks_lib.distribution import (
+from tasks_lib.core.errors import InputError, PbenchError
+from tasks_lib.curation import distribution
+from tasks_lib.curation.distribution import (
     DISTRIBUTION_SCHEMA,
     DistributionError,
     build_distribution,
     check_distribution,
     size_bucket,
 )
-from tasks_lib.errors import InputError, PbenchError
-from tasks_lib.filtering import FilterVerdict, filter_prs, load_filter_rules
-from tasks_lib.sources import parse_source
+from tasks_lib.curation.filtering import FilterVerdict, filter_prs, load_filter_rules
+from tasks_lib.sources.crawl.base import ChangedFile, PullRequest
+from tasks_lib.sources.record import parse_source
 
 SHA = "b" * 40
 SOURCE_TABLE = {
@@ -227,7 +227,12 @@ def test_verdict_sizes_are_reused(source):
 
 
 def test_the_month_axis_has_every_calendar_month():
-    from tasks_lib.distribution import calendar_months
+    from tasks_lib.curation.distribution import calendar_months
 
-    assert calendar_months({"2025-11": 2, "2026-02": 1}) == {"2025-11": 2, "2025-12": 0, "2026-01": 0, "2026-02": 1}
+    assert calendar_months({"2025-11": 2, "2026-02": 1}) == {
+        "2025-11": 2,
+        "2025-12": 0,
+        "2026-01": 0,
+        "2026-02": 1,
+    }
     assert calendar_months({}) == {}

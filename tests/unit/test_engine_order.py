@@ -11,11 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from tasks_lib import images
-from tasks_lib.constants import Blame, RunStatus, Side
+from tasks_lib.core.constants import Blame, RunStatus, Side
 from tasks_lib.engine import run, services
 from tasks_lib.engine.records import RunRequest
-from tasks_lib.sources import load_source
+from tasks_lib.images import build as images
+from tasks_lib.sources.record import load_source
 
 
 class FakeContainer:

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib import extraction, playwright_report
-from tasks_lib.constants import ExtractionStatus, Outcome, RunStatus
+from tasks_lib.core.constants import ExtractionStatus, Outcome, RunStatus
+from tasks_lib.curation import extraction
 from tasks_lib.engine import RunResult
-from tasks_lib.sources import load_source
+from tasks_lib.formats import playwright_report
+from tasks_lib.sources.record import load_source
 
 P, F = Outcome.PASSED, Outcome.FAILED
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tasks_lib import filtering
-from tasks_lib.crawl.base import ChangedFile, ClosingIssue, PullRequest
-from tasks_lib.crawl.export import ExportPRSource
-from tasks_lib.errors import InputError, SourceError
-from tasks_lib.filtering import FILTER_SCHEMA, filter_prs, kept_prs, load_filter_rules, reasons_for
-from tasks_lib.sources import parse_source
+from tasks_lib.core.errors import InputError, SourceError
+from tasks_lib.curation import filtering
+from tasks_lib.curation.filtering import FILTER_SCHEMA, filter_prs, kept_prs, load_filter_rules, reasons_for
+from tasks_lib.sources.crawl.base import ChangedFile, ClosingIssue, PullRequest
+from tasks_lib.sources.crawl.export import ExportPRSource
+from tasks_lib.sources.record import parse_source
 
 SHA = "a" * 40
 REAL_EXPORT = Path(__file__).resolve().parents[3] / "shared/reference/fastapi-template/prs.jsonl"
@@ -314,13 +314,14 @@ def test_real_export_keeps_the_published_instance_and_no_bot():
 
 
 @pytest.mark.skipif(
-    importlib.util.find_spec("tasks_lib.demo_repo") is None, reason="tasks_lib.demo_repo not written yet"
+    importlib.util.find_spec("tasks_lib.sources.demo_repo") is None,
+    reason="tasks_lib.sources.demo_repo not written yet",
 )
 def test_demo_source_verdicts():
     """On the demo source: the feature, bugfix, collection-error and flaky PRs are kept; the docs PR and
     the bot bump are rejected, each with its reasons."""
-    from tasks_lib.demo_repo import DEMO_PRS, demo_prs_path, ensure_demo_repo
-    from tasks_lib.sources import load_source
+    from tasks_lib.sources.demo_repo import DEMO_PRS, demo_prs_path, ensure_demo_repo
+    from tasks_lib.sources.record import load_source
 
     demo = load_source("demo")
     prs = list(

@@ -7,11 +7,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tasks_lib import curation, filtering, funnel
-from tasks_lib.constants import ExtractionStatus
-from tasks_lib.crawl.base import ChangedFile, PullRequest, write_prs_parquet
-from tasks_lib.errors import InputError
-from tasks_lib.extraction import ExtractionResult
+from tasks_lib.core.constants import ExtractionStatus
+from tasks_lib.core.errors import InputError
+from tasks_lib.curation import filtering, funnel
+from tasks_lib.curation import stages as curation
+from tasks_lib.curation.extraction import ExtractionResult
+from tasks_lib.sources.crawl.base import ChangedFile, PullRequest, write_prs_parquet
 
 
 def _pr(n: int) -> PullRequest:
@@ -66,7 +67,7 @@ def test_the_funnel_counts_every_stage_and_lists_every_extracted_pr(tmp_path):
 def test_every_run_of_a_season_is_counted_in_its_wall_time(tmp_path):
     """Rule: each run appends one ledger line however it ends (completed, failed, interrupted), and the funnel
     sums the extracting runs (not the offline `--until` ones) into the curation time."""
-    from tasks_lib import season_plan
+    from tasks_lib.curation import plan as season_plan
 
     with season_plan.run_ledger(tmp_path):
         pass

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from tasks_lib import gitops
+from tasks_lib.sources import gitops
 
 LOCK = "backend/uv.lock"
 
@@ -112,7 +112,7 @@ def test_finish_run_tables_are_built_without_importing_pandas():
     code = textwrap.dedent("""\
         import sys
         import pyarrow as pa
-        from tasks_lib.runs import arrow_without_pandas
+        from tasks_lib.judge.runs import arrow_without_pandas
         with arrow_without_pandas():
             table = pa.Table.from_pylist([{"a": "x", "b": 1}])
         assert "pandas" not in sys.modules, "pandas imported"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from tasks_lib.constants import INFRA_STATUSES, Blame, Outcome, RunStatus, Status
-from tasks_lib.grading import Grade, combine, extract_labels, grade
+from tasks_lib.core.constants import INFRA_STATUSES, Blame, Outcome, RunStatus, Status
+from tasks_lib.engine.grading import Grade, combine, extract_labels, grade
 
 P, F, E, S = Outcome.PASSED, Outcome.FAILED, Outcome.ERROR, Outcome.SKIPPED
 XF, XP = Outcome.XFAILED, Outcome.XPASSED

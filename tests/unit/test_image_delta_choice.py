@@ -1,11 +1,11 @@
-"""Which environment image a new lock builds on (tasks_lib/images.py `_delta_parent`): the same source and
+"""Which environment image a new lock builds on (tasks_lib/images/build.py `_delta_parent`): the same source and
 recipe, the fewest differing packages, never one too deep, never one that shares less than half."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from tasks_lib import images
+from tasks_lib.images import build as images
 
 
 class FakeImages:
@@ -58,7 +58,8 @@ def test_lookup_only_refuses_a_build_and_a_probe_container_and_ends_with_its_con
     built, or a tooling probe container, is a `NotBuilt` answer there, never work started."""
     import pytest
 
-    from tasks_lib import images, tooling
+    from tasks_lib.images import build as images
+    from tasks_lib.judge import tooling
 
     monkeypatch.setenv("PBENCH_CACHE_DIR", str(tmp_path))
     with images.lookup_only():

@@ -1,4 +1,4 @@
-"""The disk an environment image adds (`pbench images usage`, tasks_lib/image_lineage.py): each shared run of
+"""The disk an environment image adds (`pbench images usage`, tasks_lib/images/lineage.py): each shared run of
 leading layers counted once per source and side, whether the images share it as parent and child (a delta
 build) or as siblings built FROM one toolchain stage (frontend images); never the harness's own images."""
 
@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from tasks_lib import docker_client, image_lineage
+from tasks_lib.core import docker_client
+from tasks_lib.images import lineage as image_lineage
 
 MB = 2**20
 

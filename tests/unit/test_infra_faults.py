@@ -9,10 +9,12 @@ import docker
 import pytest
 import requests
 
-from tasks_lib import engine, evaluation, images
-from tasks_lib.constants import Outcome, RunStatus, Status
-from tasks_lib.errors import ImageBuildError
-from tasks_lib.predictions import Prediction, PredictionFormat
+from tasks_lib import engine
+from tasks_lib.core.constants import Outcome, RunStatus, Status
+from tasks_lib.core.errors import ImageBuildError
+from tasks_lib.images import build as images
+from tasks_lib.judge import evaluation
+from tasks_lib.judge.predictions import Prediction, PredictionFormat
 
 ENOSPC = "write /var/lib/docker/tmp/docker-builder123/deps/requirements.txt: no space left on device"
 
@@ -77,7 +79,7 @@ PATCH = (
 def _score(monkeypatch, tmp_path, unreachable_attempts: int, seen: list | None = None):
     """score_instance with an engine whose first `unreachable_attempts` calls find no Docker daemon
     (and which notes in `seen` what its log folder held when it was called)."""
-    from tasks_lib.sources import load_source
+    from tasks_lib.sources.record import load_source
 
     calls = []
 
@@ -157,7 +159,7 @@ def test_an_engine_run_never_starts_in_a_folder_holding_an_earlier_runs_results(
 def test_a_refreshing_cache_misses_every_lookup_and_still_writes(monkeypatch, tmp_path):
     """Rule (`--no-cache`): a cache opened with refresh=True answers no lookup, so the instance is scored
     again, and keeps the fresh verdict, which the next normal lookup finds."""
-    from tasks_lib.sources import load_source
+    from tasks_lib.sources.record import load_source
 
     verdict, calls, cache = _score(monkeypatch, tmp_path, unreachable_attempts=0)
     assert verdict.resolved and len(calls) == 1

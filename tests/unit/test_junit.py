@@ -1,4 +1,4 @@
-"""tasks_lib.junit against JUnit XML and stdout written by REAL pytest runs.
+"""tasks_lib.formats.junit against JUnit XML and stdout written by REAL pytest runs.
 
 The fixtures in tests/fixtures/junit/ come from tests/fixtures/junit/regenerate.sh, which runs the
 harness's exact pytest command on tests/fixtures/junit/sample_project/backend (test modules named
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib.constants import Outcome
-from tasks_lib.junit import (
+from tasks_lib.core.constants import Outcome
+from tasks_lib.formats.junit import (
     INTERNAL_ERROR_ID,
     MESSAGE_LIMIT,
     JUnitReport,
@@ -577,14 +577,14 @@ def test_live_run_matches_stored_fixture(tmp_path):
     # The summary lines are those of -rA (the stored fixture), without the passing tests' captured output.
     assert summary_outcomes(completed.stdout) == summary_outcomes(fixture_text("main.stdout.txt"))
     assert "= PASSES =" in fixture_text("main.stdout.txt") and "= PASSES =" not in completed.stdout
-    from tasks_lib.junit import cross_check
+    from tasks_lib.formats.junit import cross_check
 
     raw = parse_junit_file(junit)
     assert cross_check(raw.tests, summary_outcomes(completed.stdout, known_ids=raw.tests)) == []
 
 
 def test_cross_check_agreeing_records():
-    from tasks_lib.junit import cross_check
+    from tasks_lib.formats.junit import cross_check
 
     tests = {"t.py::a": Outcome.PASSED, "t.py::b": Outcome.FAILED, "t.py::s": Outcome.SKIPPED}
     assert cross_check(tests, {"t.py::a": Outcome.PASSED, "t.py::b": Outcome.FAILED}) == []
@@ -594,7 +594,7 @@ def test_cross_check_agreeing_records():
 def test_cross_check_flags_a_rewritten_report_or_forged_output():
     """A JUnit report rewritten to all-passed disagrees with the genuine summary; a report without any
     summary, and summary ids missing from the report, are disagreements too."""
-    from tasks_lib.junit import cross_check
+    from tasks_lib.formats.junit import cross_check
 
     forged = {"t.py::a": Outcome.PASSED, "t.py::b": Outcome.PASSED}
     genuine = {"t.py::a": Outcome.PASSED, "t.py::b": Outcome.FAILED, "t.py::c": Outcome.ERROR}
@@ -612,7 +612,7 @@ def test_cross_check_flags_a_rewritten_report_or_forged_output():
 def test_cross_check_on_real_runs():
     """On the stored real pytest 9 runs (JUnit + stdout of the same run), the two records agree exactly,
     collection errors, skips, xfail and xpass included."""
-    from tasks_lib.junit import cross_check
+    from tasks_lib.formats.junit import cross_check
 
     for name in sorted(p.stem for p in FIXTURES.glob("*.xml")):
         stdout = FIXTURES / f"{name}.stdout.txt"

@@ -10,7 +10,7 @@ import sys
 def test_docker_slot_outside_a_flow_does_not_import_prefect():
     code = (
         "import sys\n"
-        "from tasks_lib import limits\n"
+        "from tasks_lib.core import limits\n"
         "with limits.docker_slot():\n"
         "    pass\n"
         "limits.github_call()\n"
@@ -22,13 +22,13 @@ def test_docker_slot_outside_a_flow_does_not_import_prefect():
 def test_a_process_with_prefect_but_no_run_is_not_in_a_run():
     import prefect  # noqa: F401  (imported: the answer must come from Prefect's run context)
 
-    from tasks_lib import limits
+    from tasks_lib.core import limits
 
     assert limits._in_prefect_run() is False
 
 
 def _in_run(monkeypatch, tmp_path, slots: int):
-    from tasks_lib import limits
+    from tasks_lib.core import limits
 
     monkeypatch.setenv("PBENCH_SLOTS_DIR", str(tmp_path))
     monkeypatch.setattr(limits, "_in_prefect_run", lambda: True)
@@ -73,7 +73,7 @@ def test_a_slot_held_by_a_killed_process_is_free_again(monkeypatch, tmp_path):
             sys.executable,
             "-c",
             "import sys, time\n"
-            "from tasks_lib import limits\n"
+            "from tasks_lib.core import limits\n"
             "limits._in_prefect_run = lambda: True\n"
             "with limits.docker_slot('holder'):\n"
             "    print('held', flush=True)\n"
@@ -99,7 +99,7 @@ def test_a_slot_held_by_a_killed_process_is_free_again(monkeypatch, tmp_path):
 def test_a_waiting_run_stops_when_a_stop_is_asked(monkeypatch, tmp_path):
     import pytest
 
-    from tasks_lib import stopping
+    from tasks_lib.core import stopping
 
     limits = _in_run(monkeypatch, tmp_path, 1)
     with limits.docker_slot("first"):

@@ -1,5 +1,5 @@
 """Patched dependency files reference the package index only; build code runs only where the base lock needs it
-(tasks_lib/lockcheck.py, pure)."""
+(tasks_lib/formats/lockcheck.py, pure)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from tasks_lib import lockcheck
-from tasks_lib.constants import Status
+from tasks_lib.core.constants import Status
+from tasks_lib.formats import lockcheck
 
 REQS = b"fastapi==0.115.6\npytest==8.3.4\n"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tasks_lib import repos
-from tasks_lib.errors import InputError
-from tasks_lib.sources import load_source
+from tasks_lib.core.errors import InputError
+from tasks_lib.sources import repos
+from tasks_lib.sources.record import load_source
 
 
 def test_a_bare_path_is_the_mirror_of_any_source(tmp_path):

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib import packaging, schema
-from tasks_lib.constants import ExtractionStatus, Tier
-from tasks_lib.crawl.base import ChangedFile, ClosingIssue, PullRequest
-from tasks_lib.extraction import ExtractionResult
-from tasks_lib.sources import load_source
+from tasks_lib.core.constants import ExtractionStatus, Tier
+from tasks_lib.corpus import schema
+from tasks_lib.curation import packaging
+from tasks_lib.curation.extraction import ExtractionResult
+from tasks_lib.sources.crawl.base import ChangedFile, ClosingIssue, PullRequest
+from tasks_lib.sources.record import load_source
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "instance-1396.jsonl"
 SHA = "b" * 40
@@ -261,7 +262,7 @@ def test_build_instance_shape(tiny_repo):
 def test_a_curated_statement_is_preferred_and_says_where_it_came_from(tiny_repo, tmp_path, monkeypatch):
     """Rule: a statement in data/statements/<source>.jsonl replaces the upstream text; the notes say
     "curated", with its provenance and what the upstream source was; it passes the same leak gate."""
-    from tasks_lib import statements
+    from tasks_lib.curation import statements
 
     repo, base, head = tiny_repo
     source = load_source("demo")
@@ -303,8 +304,8 @@ def test_a_curated_statement_is_preferred_and_says_where_it_came_from(tiny_repo,
 )
 def test_a_malformed_curated_statement_names_the_file_and_line(tmp_path, line, needle):
     """Rule: a bad record of data/statements/ is an InputError naming the file, the line and what is wrong."""
-    from tasks_lib import statements
-    from tasks_lib.errors import InputError
+    from tasks_lib.core.errors import InputError
+    from tasks_lib.curation import statements
 
     path = tmp_path / "s.jsonl"
     path.write_text("\n" + line + "\n")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib.constants import Status
-from tasks_lib.patches import (
+from tasks_lib.core.constants import Status
+from tasks_lib.formats.patches import (
     PatchFormatError,
     PatchProblem,
     PatchSplit,
@@ -24,7 +24,7 @@ from tasks_lib.patches import (
     split_patch,
     validate_patch,
 )
-from tasks_lib.sources import load_source, parse_source
+from tasks_lib.sources.record import load_source, parse_source
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"]
 GIT += ["-c", "core.autocrlf=false", "-c", "core.quotepath=true"]

@@ -1,4 +1,4 @@
-"""tasks_lib.playwright_report against JSON reports written by REAL Playwright runs.
+"""tasks_lib.formats.playwright_report against JSON reports written by REAL Playwright runs.
 
 The fixtures in tests/fixtures/playwright/ come from tests/fixtures/playwright/regenerate.sh, which runs the
 fixture app (tests/fixtures/playwright/frontend: React + Vite, three spec files, a setup project, a
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib.constants import Outcome
-from tasks_lib.junit import MESSAGE_LIMIT, JUnitReport
-from tasks_lib.playwright_report import (
+from tasks_lib.core.constants import Outcome
+from tasks_lib.formats.junit import MESSAGE_LIMIT, JUnitReport
+from tasks_lib.formats.playwright_report import (
     LOAD_ERROR_ID,
     LOAD_ERRORS_REPORT_NAME,
     REPORT_NAME,
@@ -428,7 +428,7 @@ LIST_TAIL = """
 def test_list_summary_counts_and_cross_check():
     """The list reporter's own counts (piped log) against the JSON report's stats: a JSON rewritten to
     all-passed disagrees; agreeing records give nothing; the last of two runs' summaries counts."""
-    from tasks_lib.playwright_report import cross_check_stats, list_summary_counts
+    from tasks_lib.formats.playwright_report import cross_check_stats, list_summary_counts
 
     counts = list_summary_counts(LIST_TAIL)
     assert counts == {"failed": 1, "passed": 4}

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib.constants import Status
-from tasks_lib.errors import InputError
-from tasks_lib.patches import problems_status
-from tasks_lib.predictions import (
+from tasks_lib.core.constants import Status
+from tasks_lib.core.errors import InputError
+from tasks_lib.formats.patches import problems_status
+from tasks_lib.judge.predictions import (
     Prediction,
     PredictionFormat,
     PredictionsError,
     load_predictions,
     prediction_problems,
 )
-from tasks_lib.sources import load_source
+from tasks_lib.sources.record import load_source
 
 IDS = ["acme__app-1", "acme__app-2", "acme__app-3"]
 PATCH = "diff --git a/backend/app/x.py b/backend/app/x.py\n--- a/backend/app/x.py\n+++ b/backend/app/x.py\n"

@@ -1,5 +1,5 @@
 """Re-packaging committed instances under today's statement rules, never extracting them again
-(tasks_lib/repackage.py, `pbench corpus NAME --reuse OLD`)."""
+(tasks_lib/curation/repackage.py, `pbench corpus NAME --reuse OLD`)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib import corpus_release, packaging, repackage
-from tasks_lib.crawl.base import ClosingIssue, PullRequest
-from tasks_lib.errors import InputError
+from tasks_lib.core.errors import InputError
+from tasks_lib.curation import packaging, repackage
+from tasks_lib.curation import release as corpus_release
+from tasks_lib.sources.crawl.base import ClosingIssue, PullRequest
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "instance-1396.jsonl"
 DATA = Path(__file__).resolve().parents[2] / "data"

@@ -15,11 +15,11 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tasks_lib import reporting
-from tasks_lib.constants import HARNESS_VERSION, Status
-from tasks_lib.errors import InputError
-from tasks_lib.evaluation import TestRow as Row
-from tasks_lib.evaluation import Verdict
+from tasks_lib.core.constants import HARNESS_VERSION, Status
+from tasks_lib.core.errors import InputError
+from tasks_lib.judge import reporting
+from tasks_lib.judge.evaluation import TestRow as Row
+from tasks_lib.judge.evaluation import Verdict
 
 CUTOFF = dt.date(2025, 6, 1)
 
@@ -450,7 +450,7 @@ def test_a_missing_prediction_counts_in_the_denominator_and_the_swebench_lists()
 
 
 def test_a_prediction_of_another_model_is_refused(tmp_path):
-    from tasks_lib.predictions import PredictionsError, load_predictions
+    from tasks_lib.judge.predictions import PredictionsError, load_predictions
 
     path = tmp_path / "p.jsonl"
     path.write_text(json.dumps({"instance_id": "acme__shop-1", "model_name_or_path": "b", "model_patch": ""}))
@@ -490,8 +490,8 @@ def test_a_streamed_run_with_no_rows_still_has_the_typed_schema(tmp_path):
 def test_the_run_schedules_the_longest_expected_instances_first():
     """Longest-processing-time first: a frontend side (backend-serve, dev server, browser) before backend-only
     ones, more test files before fewer; instances without a prediction are not scheduled."""
-    from tasks_lib.instance import TaskInstance
-    from tasks_lib.runs import RunPlan, schedule
+    from tasks_lib.corpus.instance import TaskInstance
+    from tasks_lib.judge.runs import RunPlan, schedule
 
     def inst(iid, backend, frontend):
         return TaskInstance.of(

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tasks_lib import paths
+from tasks_lib.core import paths
 
 
 @pytest.fixture

@@ -16,8 +16,9 @@ import time
 
 import pytest
 
-from tasks_lib import globs, jsonc, paths
+from tasks_lib.core import globs, paths
 from tasks_lib.engine import results
+from tasks_lib.formats import jsonc
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from tasks_lib.constants import SCHEMA_VERSION
-from tasks_lib.schema import load_schema, to_swebench, validate_instance
-from tasks_lib.sources import parse_source
+from tasks_lib.core.constants import SCHEMA_VERSION
+from tasks_lib.corpus.schema import load_schema, to_swebench, validate_instance
+from tasks_lib.sources.record import parse_source
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "instance-1396.jsonl"
 SHARED = (

@@ -1,5 +1,5 @@
-"""The decisions of a curation season (tasks_lib/season_plan.py) and the typed task instance
-(tasks_lib/instance.py): plain functions the flows only wire."""
+"""The decisions of a curation season (tasks_lib/curation/plan.py) and the typed task instance
+(tasks_lib/corpus/instance.py): plain functions the flows only wire."""
 
 from __future__ import annotations
 
@@ -9,19 +9,20 @@ from types import SimpleNamespace
 
 import pytest
 
-from tasks_lib import curation, season_plan
-from tasks_lib.constants import ExtractionStatus
-from tasks_lib.errors import InputError
-from tasks_lib.extraction import ExtractionResult
-from tasks_lib.instance import TaskInstance
-from tasks_lib.season import load_season
-from tasks_lib.sources import load_source
+from tasks_lib.core.constants import ExtractionStatus
+from tasks_lib.core.errors import InputError
+from tasks_lib.corpus.instance import TaskInstance
+from tasks_lib.curation import plan as season_plan
+from tasks_lib.curation import stages as curation
+from tasks_lib.curation.extraction import ExtractionResult
+from tasks_lib.curation.season import load_season
+from tasks_lib.sources.record import load_source
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "instance-1396.jsonl"
 
 
 def _pr(number: int, base: str | None = "a" * 40, head: str = "b" * 40):
-    """What planning reads of a crawled PR (tasks_lib.crawl.base.PullRequest)."""
+    """What planning reads of a crawled PR (tasks_lib.sources.crawl.base.PullRequest)."""
     return SimpleNamespace(
         number=number,
         base_commit=base,
@@ -117,7 +118,7 @@ def test_the_harness_key_changes_with_the_harness_version_the_record_and_the_run
     import dataclasses
     import shutil
 
-    from tasks_lib import constants, paths
+    from tasks_lib.core import constants, paths
 
     source = load_source("demo")
     key = season_plan.harness_key(source)
@@ -141,9 +142,9 @@ def test_a_cached_verdict_is_keyed_by_the_prestart_and_the_runner_too(monkeypatc
     import dataclasses
     import shutil
 
-    from tasks_lib import paths
-    from tasks_lib.harness_id import recipe_key
-    from tasks_lib.verdicts import cache_key
+    from tasks_lib.core import paths
+    from tasks_lib.engine.harness_id import recipe_key
+    from tasks_lib.judge.verdicts import cache_key
 
     source = load_source("demo")
 
@@ -166,7 +167,7 @@ def test_a_cached_verdict_is_keyed_by_the_prestart_and_the_runner_too(monkeypatc
 def test_the_harness_key_changes_with_the_base_images_and_the_harness_version(monkeypatch):
     """Rule: a rebuilt base image (a new id) or a harness version bump re-extracts; the same inputs give the
     same key."""
-    from tasks_lib import constants
+    from tasks_lib.core import constants
 
     source = load_source("demo")
     key = season_plan.harness_key(source, "base=sha256:1;postgres=sha256:2")

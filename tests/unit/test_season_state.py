@@ -1,10 +1,10 @@
-"""The up-to-date check of a season (tasks_lib.season_state): what makes a stored state stale."""
+"""The up-to-date check of a season (tasks_lib.curation.state): what makes a stored state stale."""
 
 from __future__ import annotations
 
 import fcntl
 
-from tasks_lib import season_state
+from tasks_lib.curation import state as season_state
 
 
 def _folder(tmp_path):

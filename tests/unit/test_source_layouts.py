@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib import envspecs, gitops, patches, test_scope
-from tasks_lib.constants import Side, StackDomain
-from tasks_lib.errors import ImageBuildError, SourceError
-from tasks_lib.sources import load_source_file
+from tasks_lib.core.constants import Side, StackDomain
+from tasks_lib.core.errors import ImageBuildError, SourceError
+from tasks_lib.formats import patches
+from tasks_lib.images import envspecs
+from tasks_lib.sources import gitops, test_scope
+from tasks_lib.sources.record import load_source_file
 
 ROOT = textwrap.dedent(
     """\
@@ -302,8 +304,9 @@ def test_a_touched_scope_with_only_ignored_tests_runs_nothing(tmp_path, gateway_
 
 
 def test_extraction_order_breaks_priority_ties_by_number(tmp_path):
-    from tasks_lib import curation, filtering
-    from tasks_lib.season import load_season
+    from tasks_lib.curation import filtering
+    from tasks_lib.curation import stages as curation
+    from tasks_lib.curation.season import load_season
 
     assert load_season("mcp-context-forge").order == "newest"
     assert load_season("demo").order == "oldest"
@@ -340,8 +343,8 @@ def test_extraction_order_breaks_priority_ties_by_number(tmp_path):
      ("7", "list of PR numbers")],
 )  # fmt: skip
 def test_extraction_prs_is_checked_when_the_season_is_read(tmp_path, monkeypatch, value, problem):
-    from tasks_lib.errors import InputError
-    from tasks_lib.season import load_season
+    from tasks_lib.core.errors import InputError
+    from tasks_lib.curation.season import load_season
 
     monkeypatch.setenv("PBENCH_DATA_DIR", str(tmp_path))
     (tmp_path / "season_defs").mkdir()
@@ -356,7 +359,7 @@ def test_extraction_prs_is_checked_when_the_season_is_read(tmp_path, monkeypatch
 def _pr(number: int):
     from datetime import UTC, datetime
 
-    from tasks_lib.crawl.base import ChangedFile, PullRequest
+    from tasks_lib.sources.crawl.base import ChangedFile, PullRequest
 
     return PullRequest(
         source="gateway",
@@ -387,7 +390,8 @@ def _pr(number: int):
 def test_the_extraction_key_follows_how_the_image_is_built(tmp_path, monkeypatch):
     """Rule: the extraction cache key (deps_key) changes with the backend image's recipe (here the install
     command a lock implies), not only with the lock's bytes: a fix of how images are built re-extracts."""
-    from tasks_lib import curation, images
+    from tasks_lib.curation import stages as curation
+    from tasks_lib.images import build as images
 
     source = load(tmp_path)
     contents = {"uv.lock": LOCK_WITH_GIT, "pyproject.toml": b'[project]\nname = "g"\n'}

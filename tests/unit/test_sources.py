@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib import globs, paths
-from tasks_lib.constants import Side, StackDomain
-from tasks_lib.errors import InputError, SourceError
-from tasks_lib.sources import SourceRecord, load_source, load_source_file
+from tasks_lib.core import globs, paths
+from tasks_lib.core.constants import Side, StackDomain
+from tasks_lib.core.errors import InputError, SourceError
+from tasks_lib.sources.record import SourceRecord, load_source, load_source_file
 
 SHOP = textwrap.dedent(
     """\
@@ -446,7 +446,7 @@ def test_an_instance_gets_the_era_of_its_merge_date_with_or_without_an_explicit_
     """Rule: `--source NAME` names the record, not the era: an older-era instance run under it gets its era's
     lock files as it does when the record is found by repository (before, the explicit record was taken as
     it stands, the current era's, and every older instance ended image_build_failed)."""
-    from tasks_lib import corpus
+    from tasks_lib.corpus import load as corpus
 
     instance = {"instance_id": "i", "repo": "fastapi/full-stack-fastapi-template", "created_at": created_at}
     record = corpus.source_for(instance, override)

@@ -1,4 +1,4 @@
-"""The leak gate (tasks_lib/statement_gate.py, data/statement_rules.toml): the agent gets the task, not the answer.
+"""The leak gate (tasks_lib/curation/statement_gate.py, data/statement_rules.toml): the agent gets the task, not the answer.
 Every rule is computed from the instance itself; `packaging.apply_leak_gate` drops a PR description's testing and
 implementation sections when that is enough, and rejects the instance with the reason when it is not."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks_lib import packaging, statement_gate
+from tasks_lib.curation import packaging, statement_gate
 
 PATCH = (
     "diff --git a/app/items.py b/app/items.py\n--- a/app/items.py\n+++ b/app/items.py\n@@ -1,2 +1,3 @@\n"

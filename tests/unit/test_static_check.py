@@ -1,12 +1,12 @@
-"""The static check of the agent's patch (tasks_lib/static_check.py, pure): non-test code that reaches into the
+"""The static check of the agent's patch (tasks_lib/judge/static_check.py, pure): non-test code that reaches into the
 test runner or the harness is flagged; what the reference patch does itself is never held against an agent."""
 
 from __future__ import annotations
 
 import pytest
 
-from tasks_lib import static_check
-from tasks_lib.sources import load_source
+from tasks_lib.judge import static_check
+from tasks_lib.sources.record import load_source
 
 
 def _new(path: str, text: str) -> str:

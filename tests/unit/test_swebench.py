@@ -1,4 +1,4 @@
-"""SWE-bench interchange both ways (tasks_lib/swebench.py, `pbench export --format swebench`): flat records with
+"""SWE-bench interchange both ways (tasks_lib/corpus/swebench.py, `pbench export --format swebench`): flat records with
 FAIL_TO_PASS / PASS_TO_PASS as JSON strings, the frontend's tests apart, read back with sides kept apart."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tasks_lib import corpus, swebench
-from tasks_lib.errors import InputError
+from tasks_lib.core.errors import InputError
+from tasks_lib.corpus import load as corpus
+from tasks_lib.corpus import swebench
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "instance-1396.jsonl"
 PW = "tests/items.spec.ts:12:3 › Items › archive hides the item"
@@ -95,7 +96,8 @@ def test_a_season_without_a_valid_instance_exports_loadable_empty_datasets(tmp_p
     which `load_from_disk` cannot read."""
     import datasets
 
-    from tasks_lib import curation, season
+    from tasks_lib.curation import season
+    from tasks_lib.curation import stages as curation
 
     flat = datasets.load_from_disk(str(swebench.write([], tmp_path / "hf-flat")))["test"]
     assert flat.num_rows == 0 and set(swebench.SWEBENCH_FIELDS) <= set(flat.column_names)

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib import paths, season, tiering
-from tasks_lib.constants import StackDomain, Tier
-from tasks_lib.errors import InputError
+from tasks_lib.core import paths
+from tasks_lib.core.constants import StackDomain, Tier
+from tasks_lib.core.errors import InputError
+from tasks_lib.corpus import tiering
+from tasks_lib.curation import season
 
 CUTOFFS = {"early": date(2025, 1, 1), "late": date(2025, 6, 1)}
 

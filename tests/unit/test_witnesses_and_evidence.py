@@ -1,6 +1,6 @@
 """Round 3 of the judge, unit level: witnesses, the evidence channel and its cross-check, configs read the way the
-tools read them (containers/runner/pbench_witness.py, pbench_configs.py, pbench_tsconfig.py; tasks_lib/evidence.py,
-tasks_lib/witnesses.py). The Docker-backed attacks are tests/integration/test_judge_round3.py."""
+tools read them (containers/runner/pbench_witness.py, pbench_configs.py, pbench_tsconfig.py; tasks_lib/formats/evidence.py,
+tasks_lib/engine/witnesses.py). The Docker-backed attacks are tests/integration/test_judge_round3.py."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import sys
 
 import pytest
 
-from tasks_lib import evidence, witnesses
-from tasks_lib.constants import Outcome
+from tasks_lib.core.constants import Outcome
+from tasks_lib.engine import witnesses
+from tasks_lib.formats import evidence
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,33 @@
+"""The one place that talks to the Docker daemon's address. Never passed into cached tasks."""
+
+from __future__ import annotations
+
+import threading
+
+from tasks_lib.core.config import Settings
+from tasks_lib.core.errors import InfraError
+
+_lock = threading.Lock()
+_client = None
+
+
+def get():
+    """A shared docker SDK client (thread-safe for our use), created on first call."""
+    global _client
+    with _lock:
+        if _client is None:
+            import docker
+
+            try:
+                client = docker.from_env(timeout=Settings.from_env().docker_timeout_s)
+                client.ping()
+            except Exception as exc:
+                raise InfraError(f"cannot reach the Docker engine ({exc}); is dockerd running?") from exc
+            _client = client
+        return _client
+
+
+def reset() -> None:
+    global _client
+    with _lock:
+        _client = None

@@ -1,0 +1,157 @@
+"""SWE-bench interchange: a corpus as SWE-bench's flat records, and flat records read back with sides apart.
+
+SWE-bench's fields, as its datasets define them: `instance_id`, `repo`, `base_commit`, `patch`, `test_patch`,
+`problem_statement`, `hints_text`, `created_at`, `version`, `environment_setup_commit`, and `FAIL_TO_PASS` /
+`PASS_TO_PASS` as JSON-encoded lists of strings. PrototypeBench's backend (pytest) tests are those lists; the
+frontend (Playwright) tests are kept apart, in `FAIL_TO_PASS_FRONTEND` / `PASS_TO_PASS_FRONTEND` (same encoding),
+so a SWE-bench tool reading the standard fields sees pytest ids only. PrototypeBench's own fields ride along
+(`stack_domain`, `contamination_tier`, `environment` as a JSON string, ...).
+
+An instance without a pytest FAIL_TO_PASS test (a frontend-only one) would export `FAIL_TO_PASS = "[]"`, and
+SWE-bench's grading counts an empty FAIL_TO_PASS as all passed: any patch that keeps PASS_TO_PASS would be
+RESOLVED_FULL. Such instances are not in the flat export unless asked for (`gradable`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from tasks_lib.core.errors import InputError
+from tasks_lib.corpus.instance import TaskInstance
+
+SWEBENCH_FIELDS = (
+    "instance_id",
+    "repo",
+    "base_commit",
+    "patch",
+    "test_patch",
+    "problem_statement",
+    "hints_text",
+    "created_at",
+    "version",
+    "environment_setup_commit",
+    "FAIL_TO_PASS",
+    "PASS_TO_PASS",
+)
+FRONTEND_FIELDS = ("FAIL_TO_PASS_FRONTEND", "PASS_TO_PASS_FRONTEND")
+EXTRA_FIELDS = ("stack_domain", "contamination_tier", "pr_number", "pr_url", "head_commit", "notes")
+# A Playwright test id: `file:line:column › describe › title` (docs/analysis.md).
+_PLAYWRIGHT_ID = re.compile(r"^\S+:\d+:\d+ › ")
+
+
+def to_swebench(instance: Mapping) -> dict:
+    """One corpus record as a flat SWE-bench record (strings only, lists JSON-encoded)."""
+    inst = TaskInstance.of(instance)
+    f2p_b, p2p_b = inst.tests("backend")
+    f2p_f, p2p_f = inst.tests("frontend")
+    env = inst.get("environment") or {}
+    row = {
+        "instance_id": inst.instance_id,
+        "repo": inst.repo,
+        "base_commit": inst.base_commit,
+        "patch": inst.patch,
+        "test_patch": inst.test_patch,
+        "problem_statement": inst.get("problem_statement") or "",
+        "hints_text": inst.get("hints_text") or "",
+        "created_at": inst.created_at,
+        # SWE-bench groups instances by the repository's version for its environment specs; ours are keyed by
+        # the lock, so the version is the lock's hash (what decides the environment).
+        "version": env.get("backend_lock_sha") or env.get("uv_lock_sha") or "",
+        "environment_setup_commit": inst.base_commit,
+        "FAIL_TO_PASS": json.dumps(f2p_b),
+        "PASS_TO_PASS": json.dumps(p2p_b),
+        "FAIL_TO_PASS_FRONTEND": json.dumps(f2p_f),
+        "PASS_TO_PASS_FRONTEND": json.dumps(p2p_f),
+    }
+    for key in EXTRA_FIELDS:
+        value = inst.get(key)
+        row[key] = "" if value is None else str(value)
+    row["environment"] = json.dumps(env, sort_keys=True)
+    return row
+
+
+def gradable(instances: Iterable[Mapping]) -> tuple[list[Mapping], list[Mapping]]:
+    """(instances SWE-bench's grading can judge: a pytest FAIL_TO_PASS test at least, the others): the others'
+    flat records would be free wins."""
+    kept, left = [], []
+    for instance in instances:
+        (kept if TaskInstance.of(instance).tests("backend")[0] else left).append(instance)
+    return kept, left
+
+
+def _json_list(row: Mapping, key: str, where: str) -> list[str]:
+    value = row.get(key)
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}: field {key!r} is not a JSON list ({exc.msg})") from None
+    if not isinstance(value, list | tuple) or not all(isinstance(t, str) for t in value):
+        raise InputError(f"{where}: field {key!r} must be a list of test ids (strings)")
+    return list(value)
+
+
+def sides_of_flat(row: Mapping, where: str = "") -> dict[str, dict[str, list[str]]]:
+    """`fail_to_pass` / `pass_to_pass` per side from flat fields: the `*_FRONTEND` fields are the frontend's;
+    a Playwright id found in `FAIL_TO_PASS` / `PASS_TO_PASS` (a flat file written by another tool) moves to the
+    frontend too, by its shape, never silently onto the backend."""
+    who = where or f"instance {row.get('instance_id')!r}"
+    out = {}
+    for key in ("fail_to_pass", "pass_to_pass"):
+        flat = _json_list(row, key.upper(), who)
+        frontend = _json_list(row, key.upper() + "_FRONTEND", who)
+        moved = [t for t in flat if _PLAYWRIGHT_ID.match(t)]
+        out[key] = {
+            "backend": [t for t in flat if t not in moved],
+            "frontend": list(dict.fromkeys(frontend + moved)),
+        }
+    return out
+
+
+def write(instances: Iterable[Mapping], out: Path) -> Path:
+    """The corpus as flat SWE-bench records: `.jsonl` or `.parquet` by `out`'s suffix, or a `datasets`
+    folder (`save_to_disk`, split `test`) otherwise."""
+    rows = [to_swebench(i) for i in instances]
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    if out.suffix == ".jsonl":
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        tmp.replace(out)
+        return out
+    if out.suffix == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema()), tmp)
+        tmp.replace(out)
+        return out
+    import datasets
+
+    feats = features()
+    # No row (a season without a valid instance): the columns all the same, and one shard, since `datasets`
+    # cannot load a split saved in none.
+    table = datasets.Dataset.from_dict({name: [r[name] for r in rows] for name in feats}, features=feats)
+    datasets.DatasetDict({"test": table}).save_to_disk(str(out), num_shards=None if rows else {"test": 1})
+    return out
+
+
+def columns() -> tuple[str, ...]:
+    return (*SWEBENCH_FIELDS, *FRONTEND_FIELDS, *EXTRA_FIELDS, "environment")
+
+
+def schema():
+    import pyarrow as pa
+
+    return pa.schema([(name, pa.string()) for name in columns()])
+
+
+def features():
+    import datasets
+
+    return datasets.Features({name: datasets.Value("string") for name in columns()})

@@ -1,0 +1,120 @@
+"""A season's funnel and its table of extracted PRs, as Markdown, from the season's own outputs (what
+docs/validation.md shows per source): PRs -> filter reasons -> extracted (by status) -> valid instances, the
+time the extraction took per valid instance, and one row per extracted PR.
+
+Reads `prs.parquet`, `filter.parquet`, `extraction.parquet` (written as verdicts come in, so an interrupted or
+running season reads as far as it got), `instances.parquet` and `rejected.parquet` (after packaging).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from tasks_lib.core.errors import InputError
+
+
+def _read(path: Path):
+    import pandas as pd
+
+    return pd.read_parquet(path) if path.is_file() else None
+
+
+def _short(text: str, width: int = 90) -> str:
+    text = " ".join(str(text or "").split()).replace("|", "\\|")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _counts(counter: Counter) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def markdown(out: Path) -> str:
+    """The funnel and the per-PR table of one source's season folder."""
+    out = Path(out)
+    prs, verdicts = _read(out / "prs.parquet"), _read(out / "filter.parquet")
+    if prs is None or verdicts is None:
+        raise InputError(f"{out}: no prs.parquet / filter.parquet (not a season folder, or not crawled yet)")
+    extraction = _read(out / "extraction.parquet")
+    instances, rejected = _read(out / "instances.parquet"), _read(out / "rejected.parquet")
+    kept = verdicts[verdicts["kept"]]
+    # PRs per reason: a PR with two non-task labels counts once under non_task_label.
+    reasons = Counter(kind for rs in verdicts["reasons"] for kind in {r.split(":", 1)[0] for r in rs})
+    lines = ["| stage | in | out | kept | detail |", "|---|---|---|---|---|"]
+    lines.append(f"| crawl | {len(prs)} | 0 | {len(prs)} | |")
+    detail = _counts(reasons)
+    lines.append(f"| filter | {len(prs)} | {len(prs) - len(kept)} | **{len(kept)}** | {detail} |")
+    valid_ids = set(instances["pr_number"]) if instances is not None else set()
+    rejected_by = (
+        {int(r.pr_number): list(r.reasons) for r in rejected.itertuples()} if rejected is not None else {}
+    )
+    if extraction is not None and len(extraction):
+        status = Counter(extraction["status"])
+        ok = status.get("ok", 0)
+        detail = _counts(status)
+        lines.append(
+            f"| extraction | {len(extraction)} of {len(kept)} | {len(extraction) - ok} | **{ok}** | {detail} |"
+        )
+        numbers = set(extraction["number"])
+        packaged = len(numbers & valid_ids) + len(numbers & set(rejected_by))
+        if packaged:
+            detail = f"rejected {len(numbers & set(rejected_by))}" if rejected_by else ""
+            valid = len(numbers & valid_ids)
+            lines.append(f"| packaging, schema, tiering | {ok} | {ok - valid} | **{valid}** | {detail} |")
+        seconds = float(extraction["duration_s"].sum())
+        valid = len(numbers & valid_ids)
+        per = f"{seconds / valid / 60:.1f} min per valid instance" if valid else "no valid instance yet"
+        lines += ["", f"Extraction time: {seconds / 3600:.2f} h over {len(extraction)} PRs ({per})."]
+        wall, runs = _wall(out)
+        if runs:
+            per = f"{wall / valid / 60:.1f} min per valid instance" if valid else "no valid instance yet"
+            lines.append(
+                f"Curation wall time, every run of the season counted ({runs}, interrupted ones included; image "
+                f"builds, rejected PRs and the offline stages in it): {wall / 3600:.2f} h ({per})."
+            )
+        lines += ["", _table(extraction, prs, valid_ids, rejected_by)]
+    else:
+        lines += ["", "No PR extracted yet."]
+    return "\n".join(lines) + "\n"
+
+
+def _wall(out: Path) -> tuple[float, int]:
+    """Seconds of every extracting run of the season (`season-runs.jsonl`), and how many."""
+    import json
+
+    path = out / "season-runs.jsonl"
+    if not path.is_file():
+        return 0.0, 0
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if not r.get("until")]
+    return sum(float(r["wall_s"]) for r in rows), len(rows)
+
+
+def _count(row, kind: str) -> int:
+    """Tests of both sides (an extraction.parquet of before 0.3 names the backend's `fail_to_pass`)."""
+    backend = getattr(row, f"backend_{kind}", getattr(row, kind, None))
+    frontend = getattr(row, f"frontend_{kind}", None)
+    return sum(len(x) for x in (backend, frontend) if x is not None)
+
+
+def _table(extraction, prs, valid_ids: set, rejected_by: dict) -> str:
+    titles = dict(zip(prs["number"], prs["title"], strict=False))
+    rows = [
+        "| PR | title | extraction | F2P | P2P | scope files | s | instance / reason |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in extraction.sort_values("number", ascending=False).itertuples():
+        f2p, p2p = _count(r, "fail_to_pass"), _count(r, "pass_to_pass")
+        if r.number in valid_ids:
+            verdict = "valid"
+        elif r.number in rejected_by:
+            verdict = "rejected: " + _short("; ".join(rejected_by[r.number]), 60)
+        else:
+            verdict = _short(r.error, 70) if r.status != "ok" else "(not packaged yet)"
+        files = getattr(r, "test_scope", None)
+        scope = len(files) if files is not None and len(files) else "suite"
+        rows.append(
+            f"| #{r.number} | {_short(titles.get(r.number, ''), 50)} | {r.status} | {f2p} | {p2p} | {scope} "
+            f"| {r.duration_s:.0f} | {verdict} |"
+        )
+    return "\n".join(rows)

@@ -1,0 +1,188 @@
+"""Stage 5 of curation: one merged PR + its extraction -> one task instance (schema 0.1 dict)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from tasks_lib.core.constants import SCHEMA_VERSION, Tier
+from tasks_lib.curation import statement_gate, statements
+from tasks_lib.curation.extraction import ExtractionResult
+from tasks_lib.formats import patches
+from tasks_lib.images import build as images
+from tasks_lib.sources import gitops
+from tasks_lib.sources.crawl.base import PullRequest
+from tasks_lib.sources.record import SourceRecord
+
+ISSUE_NOTE = "problem_statement sourced from the closing issue(s), title and body"
+TITLE_NOTE = (
+    "problem_statement sourced from the PR title (no PR description, no closing issue body) — terse; review"
+    " that the hidden tests follow from it."
+)
+PR_BODY_NOTE = (
+    "problem_statement sourced from PR description (no linked issue) — review for solution leakage."
+)
+# The PR closes issues, but where it was read from (an export of numbers only) their text is not: say so.
+PR_BODY_ISSUES_NOTE = (
+    "problem_statement sourced from PR description: the PR closes {issues}, whose text is not in the "
+    "source it was read from — review for solution leakage."
+)
+# An extraction whose base side did not collect (tasks_lib/curation/extraction.py's fallback).
+FALLBACK_NOTE = "base collection failed: FAIL_TO_PASS from tests the test patch adds (fallback)"
+
+
+def issues_text(issues) -> str:
+    """SWE-bench's form of a statement from issues: each issue's title, a newline, its body; several in the
+    order the PR names them, separated by a blank line."""
+    parts = []
+    for issue in issues:
+        title, body = (issue.title or "").strip(), (issue.body or "").strip()
+        parts.append(f"{title}\n{body}" if title else body)
+    return "\n\n".join(parts)
+
+
+def _file_sha(repo: Path, commit: str, candidates: tuple[str, ...]) -> str:
+    for rel in candidates:
+        data = gitops.read_file(repo, commit, rel)
+        if data is not None:
+            return "sha256:" + hashlib.sha256(data).hexdigest()
+    return ""
+
+
+def environment(source: SourceRecord, repo: Path, base: str) -> dict:
+    """What an agent may know of the environment: versions and lock hashes at the base commit."""
+    backend_pre = source.backend.prefix
+    frontend_pre = source.frontend.prefix if source.frontend else "frontend/"
+    backend_locks = {rel: gitops.read_file(repo, base, rel) for rel in source.backend.lock_files}
+    env = {
+        "python_version": source.backend.python_version,
+        "node_version": source.frontend.node_version if source.frontend else "",
+        "uv_lock_sha": _file_sha(repo, base, ("uv.lock", f"{backend_pre}uv.lock")),
+        "bun_lock_sha": _file_sha(
+            repo, base, (f"{frontend_pre}bun.lock", f"{frontend_pre}bun.lockb", "bun.lock")
+        ),
+        "docker_compose_sha": _file_sha(repo, base, ("docker-compose.yml", "compose.yml", "compose.yaml")),
+    }
+    if any(v is not None for v in backend_locks.values()):
+        env["backend_lock_sha"] = images.lock_sha(backend_locks)
+    if source.frontend:
+        fl = {rel: gitops.read_file(repo, base, rel) for rel in source.frontend.lock_files}
+        if any(v is not None for v in fl.values()):
+            env["frontend_lock_sha"] = images.lock_sha(fl)
+    return env
+
+
+def difficulty(patch_text: str) -> str:
+    """A coarse, documented proxy: changed non-test lines of the reference patch (hunk bodies only)."""
+    changed = 0
+    in_hunk = False
+    for line in patch_text.splitlines():
+        if line.startswith("diff --git "):
+            in_hunk = False
+        elif line.startswith("@@"):
+            in_hunk = True
+        elif in_hunk and line[:1] in ("+", "-"):
+            changed += 1
+    if changed <= 10:
+        return "easy"
+    if changed <= 80:
+        return "medium"
+    return "hard"
+
+
+def problem_statement(pr: PullRequest) -> tuple[str, str]:
+    """The closing issues (title and body, `issues_text`) that have a body; else the PR body, the note naming
+    the closing issues whose text is missing where there are some; else (no body anywhere) the titles: the
+    PR's, then its closing issues', one per line, with a note saying how little the agent is told. Empty only
+    when even the titles are (then schema validation rejects the instance)."""
+    with_body = [i for i in pr.closing_issues if i.body and i.body.strip()]
+    if with_body:
+        return issues_text(with_body), f"{ISSUE_NOTE} ({', '.join(f'#{i.number}' for i in with_body)})."
+    if pr.body and pr.body.strip():
+        if pr.closing_issues:
+            numbers = ", ".join(f"#{i.number}" for i in pr.closing_issues)
+            return pr.body, PR_BODY_ISSUES_NOTE.format(issues=numbers)
+        return pr.body, PR_BODY_NOTE
+    titles = [t.strip() for t in (pr.title, *(i.title for i in pr.closing_issues)) if t and t.strip()]
+    if titles:
+        return "\n".join(dict.fromkeys(titles)), TITLE_NOTE
+    return "", PR_BODY_NOTE
+
+
+def apply_leak_gate(instance: dict) -> list[str]:
+    """The leak gate on a packaged instance (tasks_lib/curation/statement_gate.py): a statement that names a hidden test
+    or a test-patch file, quotes a line of either patch or holds a diff loses its testing / implementation
+    sections; if it still leaks, or too little is left, the reasons (the instance is rejected with them). A
+    statement kept with sections dropped says so in the notes."""
+    statement = instance.get("problem_statement") or ""
+    verdict = statement_gate.check(statement, instance)
+    if verdict.leaks:
+        cleaned, dropped = statement_gate.clean(statement)
+        again = statement_gate.check(cleaned, instance)
+        if again.leaks or not dropped:
+            return [f"statement_leaks: {(again if dropped else verdict).reason()}"]
+        instance["problem_statement"] = cleaned
+        instance["notes"] = " ".join(
+            [instance.get("notes") or "", f"Leak gate: sections dropped ({', '.join(dropped)})."]
+        ).strip()
+        statement = cleaned
+    if statement_gate.underspecified(statement):
+        return [
+            f"statement_underspecified: {statement_gate.words(statement)} words "
+            f"(fewer than {statement_gate.rules().min_words})"
+        ]
+    return []
+
+
+def build_instance(
+    pr: PullRequest, source: SourceRecord, repo: Path, extraction: ExtractionResult, tier: Tier
+) -> dict:
+    base, head = extraction.base_commit, extraction.head_commit
+    split = patches.split_patch(gitops.diff(repo, base, head), source)
+    owner, name = source.owner_name
+    statement, note = problem_statement(pr)
+    curated = statements.for_source(source.name).get(f"{owner}__{name}-{pr.number}")
+    if curated is not None:  # the curators' statement, preferred to the upstream text (which the note keeps)
+        statement, note = curated.statement, f"{curated.note(source.name)} Upstream: {note}"
+    notes = [note]
+    if extraction.flaky_tests:
+        notes.append(
+            f"{len(extraction.flaky_tests)} flaky test(s) excluded: {', '.join(extraction.flaky_tests)}"
+        )
+    if extraction.fallback_used:
+        notes.append(FALLBACK_NOTE)
+    domain = source.stack_domain(patches.changed_paths(split.patch)) or source.stack_domain(
+        patches.changed_paths(split.test_patch)
+    )
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "instance_id": f"{owner}__{name}-{pr.number}",
+        "repo": source.repo,
+        "pr_number": pr.number,
+        "pr_url": pr.url,
+        "pr_title": pr.title,
+        "pr_author": pr.author_login_raw or pr.author,
+        "pr_labels": list(pr.labels),
+        "base_commit": base,
+        "head_commit": head,
+        "problem_statement": statement,
+        "hints_text": pr.hints_text,
+        "patch": split.patch,
+        "test_patch": split.test_patch,
+        "test_patch_backend": split.test_patch_backend,
+        "test_patch_frontend": split.test_patch_frontend,
+        "fail_to_pass": {
+            "backend": list(extraction.backend_fail_to_pass),
+            "frontend": list(extraction.frontend_fail_to_pass),
+        },
+        "pass_to_pass": {
+            "backend": list(extraction.backend_pass_to_pass),
+            "frontend": list(extraction.frontend_pass_to_pass),
+        },
+        "stack_domain": str(domain) if domain else "backend_only",
+        "environment": environment(source, repo, base),
+        "created_at": pr.merged_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "contamination_tier": str(tier),
+        "difficulty": difficulty(split.patch),
+        "notes": " ".join(notes),
+    }

@@ -1,0 +1,407 @@
+"""Images: the bootstrapped base, the Postgres service, and environment images keyed by lock hash.
+
+Every image tag is derived from a content key (the Dockerfile text, the CA bundle, the parent image id,
+the dependency files), so the same inputs always name the same tag and a second build is a lookup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import logging
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from tasks_lib.core import docker_client, paths, stopping
+from tasks_lib.core.config import Settings
+from tasks_lib.core.errors import ImageBuildError, InfraError, InputError
+
+# What an environment image is made of lives in tasks_lib/images/envspecs.py; re-exported here, where images are built.
+from tasks_lib.images.envspecs import (  # noqa: F401
+    INSTALL_COMMANDS,
+    EnvSpec,
+    backend_env_spec,
+    dependency_contents,
+    frontend_env_spec,
+    lock_sha,
+    run_env_specs,
+    sha256_bytes,
+)
+from tasks_lib.images.lineage import (  # noqa: F401  (labels and usage re-exported where images live)
+    DEPTH_LABEL,
+    ENV_REPO_PREFIX,
+    KEY_LABEL,
+    MAX_DELTA_DEPTH,
+    PACKAGES_LABEL,
+    PARENT_LABEL,
+    RECIPE_LABEL,
+    SIDE_LABEL,
+    SOURCE_LABEL,
+    delta_parent,
+    ledger,
+    usage,
+)
+from tasks_lib.sources import gitops
+
+log = logging.getLogger(__name__)
+
+ROOTFS_REPO = "pbench/rootfs"
+
+_LOOKUP_ONLY = contextvars.ContextVar("pbench_images_lookup_only", default=False)
+
+
+class NotBuilt(Exception):
+    """Under `lookup_only()`: an image to build or a probe container to start (not an ImageBuildError)."""
+
+
+@contextlib.contextmanager
+def lookup_only():
+    """Images looked up, never built, and no probe container: what a command asks before it needs Prefect."""
+    token = _LOOKUP_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _LOOKUP_ONLY.reset(token)
+
+
+def require_build(what: str) -> None:
+    """Called where work would start (a build, a probe container): refused under `lookup_only()`."""
+    if _LOOKUP_ONLY.get():
+        raise NotBuilt(what)
+
+
+BASE_REPO = "pbench/base"
+POSTGRES_REPO = "pbench/postgres"
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    tag: str
+    id: str
+    key: str
+    built: bool  # False when the image already existed (a cache hit)
+    log_path: str | None = None
+    seconds: float = 0.0
+
+
+def _find(client, tag: str) -> str | None:
+    from docker.errors import ImageNotFound
+
+    try:
+        return client.images.get(tag).id
+    except ImageNotFound:
+        return None
+
+
+def _ca_bytes(settings: Settings) -> bytes:
+    if settings.extra_ca_bundle is None:
+        return b""
+    try:
+        return settings.extra_ca_bundle.read_bytes()
+    except OSError as exc:
+        raise InputError(f"PBENCH_EXTRA_CA_BUNDLE: cannot read {settings.extra_ca_bundle}: {exc}") from None
+
+
+def _build(
+    client,
+    context: Path,
+    tag: str,
+    key: str,
+    buildargs: dict[str, str],
+    log_path: Path,
+    network_mode=None,
+    labels: Mapping[str, str] | None = None,
+) -> str:
+    """Legacy-builder build with the log kept on disk; raises ImageBuildError naming the log."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    image_id = None
+    error = None
+    with open(log_path, "w") as fh:
+        fh.write(f"# build {tag} key={key} at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
+        try:
+            stream = client.api.build(
+                path=str(context),
+                tag=tag,
+                buildargs=buildargs,
+                rm=True,
+                forcerm=True,
+                decode=True,
+                labels={KEY_LABEL: key, **(labels or {})},
+                pull=False,
+                network_mode=network_mode,
+            )
+            for chunk in stream:
+                if stopping.requested():  # the operator's stop: drop the build (the daemon cancels it)
+                    stream.close()
+                    fh.write("ERROR: stopped (SIGTERM / Ctrl-C)\n")
+                    stopping.check()
+                if "stream" in chunk:
+                    fh.write(chunk["stream"])
+                    fh.flush()  # an operator (or a test) tails the log while it builds
+                if "error" in chunk:
+                    error = chunk["error"]
+                    fh.write(f"ERROR: {error}\n")
+                aux = chunk.get("aux") or {}
+                if "ID" in aux:
+                    image_id = aux["ID"]
+        except Exception as exc:  # the daemon died or refused: still a build failure with a log
+            error = f"{type(exc).__name__}: {exc}"
+            fh.write(f"ERROR: {error}\n")
+    if error or not image_id:
+        raise ImageBuildError(f"building {tag} failed: {error or 'no image id'}", log_path=log_path)
+    return image_id
+
+
+def _build_keyed(
+    client,
+    repo: str,
+    key: str,
+    context_files: Mapping[str, bytes],
+    buildargs: dict[str, str],
+    log_name: str,
+    network=None,
+    labels: Mapping[str, str] | None = None,
+    parent=None,
+) -> ImageRef:
+    """The image of `key`, built when missing. `network` (a context manager factory) gives the build its
+    network: the egress proxy of environment images. `parent()` may name an image to build on (a delta
+    build: its `BASE` build argument and labels), asked only when a build is needed."""
+    tag = f"{repo}:{key[:16]}"
+    existing = _find(client, tag)
+    if existing:
+        # Re-tagging refreshes LastTagTime: the "last used" that `pbench images prune` goes by.
+        client.api.tag(existing, repo, key[:16])
+        return ImageRef(tag, existing, key, built=False)
+    require_build(tag)
+    with gitops.file_lock(tag.replace("/", "_").replace(":", "_")):
+        existing = _find(client, tag)  # another process may have built it while we waited
+        if existing:
+            return ImageRef(tag, existing, key, built=False)
+        log_path = paths.cache_dir() / "build-logs" / f"{log_name}-{key[:16]}.log"
+        start = time.monotonic()
+        with (
+            tempfile.TemporaryDirectory(prefix="pbench-ctx-") as tmp,
+            (network or contextlib.nullcontext)() as net,
+        ):
+            ctx = Path(tmp)
+            for rel, data in context_files.items():
+                (ctx / rel).parent.mkdir(parents=True, exist_ok=True)
+                (ctx / rel).write_bytes(data)
+            args = {**buildargs, **(net.buildargs if net else {})}
+            extra = dict(labels or {})
+            if parent is not None:
+                over_args, over_labels = parent()
+                args |= over_args
+                extra |= over_labels
+            try:
+                image_id = _build(
+                    client, ctx, tag, key, args, log_path, net.network if net else None, labels=extra
+                )
+            finally:
+                if net is not None:
+                    _log_egress(log_path, net.requests())
+                if PARENT_LABEL in extra:
+                    with open(log_path, "a") as fh:
+                        fh.write(f"# delta build on {extra[PARENT_LABEL]} (depth {extra.get(DEPTH_LABEL)})\n")
+        seconds = time.monotonic() - start
+        ledger(tag, key, seconds, extra)
+        return ImageRef(tag, image_id, key, built=True, log_path=str(log_path), seconds=seconds)
+
+
+def _log_egress(log_path: Path, requests: list[dict]) -> None:
+    """What the build reached through the egress proxy, at the end of its log (one line per request)."""
+    with open(log_path, "a") as fh:
+        fh.write(f"# egress: {len(requests)} request(s)\n")
+        for r in requests:
+            fh.write(
+                f"# egress {'allowed' if r.get('allowed') else 'REFUSED'} {r.get('method')} {r.get('host')}:{r.get('port')}\n"
+            )
+
+
+def egress_requests(log_path: str | Path) -> list[tuple[str, str]]:
+    """(allowed|REFUSED, host) of every request a build made, from its log."""
+    out = []
+    for line in Path(log_path).read_text(errors="replace").splitlines():
+        if line.startswith("# egress ") and not line.startswith("# egress:"):
+            verdict, _method, hostport = line.split(" ", 4)[2:5]
+            out.append((verdict, hostport.rsplit(":", 1)[0]))
+    return out
+
+
+# ----------------------------------------------------------------------------- base image
+
+
+def _rootfs(client, settings: Settings, say) -> str:
+    """The root filesystem image: pulled from a registry if possible, else debootstrapped here."""
+    tag = f"{ROOTFS_REPO}:{settings.debian_suite}"
+    existing = _find(client, tag)
+    if existing:
+        return tag
+    require_build(tag)
+    with gitops.file_lock("rootfs"):
+        if _find(client, tag):
+            return tag
+        if settings.registry_base_image:
+            try:
+                say(f"pulling {settings.registry_base_image}")
+                image = client.images.pull(settings.registry_base_image)
+                image.tag(ROOTFS_REPO, settings.debian_suite)
+                return tag
+            except Exception as exc:  # no registry here is the normal case: fall through
+                say(
+                    f"pull of {settings.registry_base_image} failed ({type(exc).__name__}); bootstrapping locally"
+                )
+        _debootstrap_import(client, settings, tag, say)
+        return tag
+
+
+def _debootstrap_import(client, settings: Settings, tag: str, say) -> None:
+    if shutil.which("debootstrap") is None:
+        raise InfraError(
+            "no registry image could be pulled and debootstrap is not installed (apt-get install debootstrap)"
+        )
+    log_path = paths.cache_dir() / "build-logs" / f"rootfs-{settings.debian_suite}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="pbench-rootfs-", dir=paths.cache_dir()) as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        say(f"debootstrap --variant=minbase {settings.debian_suite} (about a minute)")
+        with open(log_path, "w") as fh:
+            proc = subprocess.run(
+                [
+                    "debootstrap",
+                    "--variant=minbase",
+                    settings.debian_suite,
+                    str(rootfs),
+                    settings.debian_mirror,
+                ],
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                timeout=1800,
+            )
+        if proc.returncode != 0:
+            raise ImageBuildError(f"debootstrap failed with exit {proc.returncode}", log_path=log_path)
+        tarball = Path(tmp) / "rootfs.tar"
+        subprocess.run(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], check=True)
+        say(f"docker import -> {tag}")
+        repo, _, version = tag.partition(":")
+        client.api.import_image(src=str(tarball), repository=repo, tag=version)
+
+
+def _base_context(settings: Settings) -> dict[str, bytes]:
+    return {
+        "Dockerfile": (paths.containers_dir() / "base" / "Dockerfile").read_bytes(),
+        "extra-ca.crt": _ca_bytes(settings),
+    }
+
+
+def bootstrap(settings: Settings | None = None, say=log.info) -> dict[str, ImageRef]:
+    """Base and Postgres images; idempotent (a second call finds both tags and builds nothing)."""
+    settings = settings or Settings.from_env()
+    client = docker_client.get()
+    rootfs_tag = _rootfs(client, settings, say)
+    rootfs_id = client.images.get(rootfs_tag).id
+    ctx = _base_context(settings)
+    key = sha256_bytes(rootfs_id.encode(), *(k.encode() + v for k, v in sorted(ctx.items())))
+    base = _build_keyed(client, BASE_REPO, key, ctx, {"ROOTFS": rootfs_tag}, "base")
+    pg_ctx = {
+        name: (paths.containers_dir() / "postgres" / name).read_bytes()
+        for name in ("Dockerfile", "pg-entrypoint.sh", "pg-template.sh")
+    }
+    pg_key = sha256_bytes(base.id.encode(), *(k.encode() + v for k, v in sorted(pg_ctx.items())))
+    postgres = _build_keyed(client, POSTGRES_REPO, pg_key, pg_ctx, {"BASE": base.tag}, "postgres")
+    return {"base": base, "postgres": postgres}
+
+
+def identity(settings: Settings | None = None) -> str:
+    """The ids of the base and Postgres images (built if missing): what every environment image and service
+    starts from, so part of the extraction cache key."""
+    refs = bootstrap(settings)
+    return ";".join(f"{name}={ref.id}" for name, ref in sorted(refs.items()))
+
+
+def ensure_env_image(spec: EnvSpec, settings: Settings | None = None) -> ImageRef:
+    settings = settings or Settings.from_env()
+    client = docker_client.get()
+    base = bootstrap(settings)["base"]
+    buildargs = {"BASE": base.tag, **dict(spec.buildargs)}
+    if spec.side == "backend" and settings.pip_index_url:
+        buildargs["PIP_INDEX_URL"] = settings.pip_index_url
+    from tasks_lib.images import egress
+
+    recipe = spec.recipe(base.id)
+    labels = {SOURCE_LABEL: spec.source, SIDE_LABEL: spec.side, RECIPE_LABEL: recipe}
+
+    def parent() -> tuple[dict, dict]:
+        # Only for a build: the lock's packages (a parse of the whole lock, ~50 ms for the template's) label
+        # the image and choose the image to build on. An image that exists needs neither.
+        packages = spec.packages()
+        if packages is None:
+            return {}, {}
+        args, extra = delta_parent(client, spec, recipe, packages)
+        return args, {PACKAGES_LABEL: " ".join(sorted(packages)), **extra}
+
+    return _build_keyed(
+        client,
+        f"{ENV_REPO_PREFIX}-{spec.source}-{spec.side}",
+        spec.key(base.id),
+        spec.context(),
+        buildargs,
+        f"env-{spec.source}-{spec.side}",
+        network=lambda: egress.proxy(client, base.tag, settings),
+        labels=labels,
+        parent=parent,
+    )
+
+
+def list_images() -> list[dict]:
+    client = docker_client.get()
+    out = []
+    for image in client.images.list(filters={"label": KEY_LABEL}):
+        out.append(
+            {
+                "tags": image.tags,
+                "id": image.id,
+                "key": image.labels.get(KEY_LABEL),
+                "size_mb": round(image.attrs.get("Size", 0) / 2**20, 1),
+            }
+        )
+    return sorted(out, key=lambda r: json.dumps(r["tags"]))
+
+
+def prune_env_images(older_than_days: float = 30.0, dry_run: bool = False) -> list[dict]:
+    """Remove environment images not used for `older_than_days` (base, rootfs and Postgres stay).
+
+    "Used" is the image's last tag time or creation, whichever is later; a run that needs a pruned image
+    rebuilds it from its lock (same key, same tag), so pruning never changes a verdict, only costs a build.
+    """
+    import datetime as dt
+
+    client = docker_client.get()
+    cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(days=older_than_days)
+    removed = []
+    for image in client.images.list(filters={"label": KEY_LABEL}):
+        if not any(t.startswith(ENV_REPO_PREFIX + "-") for t in image.tags):
+            continue
+        stamps = [image.attrs.get("Created", ""), (image.attrs.get("Metadata") or {}).get("LastTagTime", "")]
+        last = max(
+            dt.datetime.fromisoformat(s[:26].rstrip("Z") + "+00:00") for s in stamps if s and s[:4] > "0001"
+        )
+        if last >= cutoff:
+            continue
+        row = {
+            "tags": image.tags,
+            "id": image.id,
+            "last_used": last.isoformat(timespec="seconds"),
+            "size_mb": round(image.attrs.get("Size", 0) / 2**20, 1),
+        }
+        if not dry_run:
+            for tag in image.tags:
+                client.images.remove(tag, noprune=False)
+        removed.append(row)
+    return removed

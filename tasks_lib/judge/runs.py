@@ -1,0 +1,305 @@
+"""A whole evaluation run: what is checked before any container (corpus, predictions, model, cutoff, run folder),
+the scoring of each planned instance, and the run's outputs."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+from tasks_lib.core import paths
+from tasks_lib.core.config import Settings
+from tasks_lib.core.constants import HARNESS_VERSION
+from tasks_lib.corpus.instance import TaskInstance
+from tasks_lib.judge import evaluation
+from tasks_lib.judge.evaluation import Verdict
+from tasks_lib.judge.predictions import Prediction
+from tasks_lib.sources import gitops, repos
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    run_id: str
+    model: str
+    model_cutoff: str
+    out_dir: Path
+    instances: list[TaskInstance]
+    predictions: dict[str, Prediction]
+    source_override: str | None = None
+    mirror: str | dict[str, str] | None = None
+    # Ignore the verdicts cached for this content (score again), still writing the fresh ones.
+    no_cache: bool = False
+
+
+def plan_run(
+    dataset: str,
+    predictions_path: str,
+    model: str,
+    model_cutoff: str,
+    run_id: str | None = None,
+    ids: Sequence[str] = (),
+    domains: Sequence[str] = (),
+    tiers: Sequence[str] = (),
+    source: str | None = None,
+    mirror: str | dict[str, str] | None = None,
+    no_cache: bool = False,
+) -> RunPlan:
+    """Everything checked before a container starts: corpus, predictions, model id and cutoff, run folder."""
+    from tasks_lib.core.errors import InputError
+    from tasks_lib.corpus import load as corpus
+    from tasks_lib.judge import predictions
+
+    cutoff = _model_and_cutoff(model, model_cutoff)
+    instances = corpus.select(corpus.load_corpus(dataset), ids, domains, tiers)
+    if not instances:
+        raise InputError(f"{dataset}: no instances selected")
+    by_id = {i.instance_id: i for i in instances}
+    one_per_repo = {i.repo: i for i in instances}.values()
+    repos.check_mirrors(mirror, [corpus.source_for(i, source).name for i in one_per_repo])
+
+    def files_reader(iid: str):
+        inst = by_id[iid]
+        repo = evaluation.repo_for(corpus.source_for(inst, source), mirror)
+
+        def read(path: str) -> str | None:
+            data = gitops.read_file(repo, inst.base_commit, path)
+            return data.decode("utf-8", errors="surrogateescape") if data is not None else None
+
+        return read
+
+    preds = predictions.load_predictions(
+        predictions_path,
+        list(by_id),
+        default_model=model,
+        gold_patches={i: by_id[i].patch for i in by_id},
+        files_reader=files_reader,
+        require_model=True,
+    )
+    pred_by_id = {p.instance_id: p for p in preds}
+    # Every selected instance stays in the run: one without a prediction is `no_prediction` (unresolved), so
+    # the score is resolved / selected, whatever the model chose to skip.
+    fingerprint = hashlib.sha256(
+        "\0".join(f"{i}:{pred_by_id[i].patch_sha256}" for i in sorted(pred_by_id)).encode()
+    ).hexdigest()[:12]
+    run_id = run_id or f"{_slug(model)}-{fingerprint}"
+    meta = {
+        "run_id": run_id,
+        "model": model,
+        "model_cutoff": str(cutoff),
+        "dataset": str(dataset),
+        "predictions": str(predictions_path),
+        "predictions_fingerprint": fingerprint,
+        "harness_version": HARNESS_VERSION,
+    }
+    out_dir = _run_folder(run_id, meta)
+    return RunPlan(run_id, model, str(cutoff), out_dir, instances, pred_by_id, source, mirror, no_cache)
+
+
+def _model_and_cutoff(model: str, model_cutoff: str) -> date:
+    from tasks_lib.core.errors import InputError
+    from tasks_lib.corpus import tiering
+
+    if not model or not model.strip():
+        raise InputError("--model: a model id is required (it is stored with the run)")
+    cutoff = tiering.parse_date(model_cutoff, "--model-cutoff")
+    if cutoff is None:
+        raise InputError("--model-cutoff: the model's disclosed training cutoff (YYYY-MM-DD) is required")
+    return cutoff
+
+
+def _run_folder(run_id: str, meta: dict) -> Path:
+    """The run's folder with its metadata; one of another model, cutoff or set of predictions is refused
+    (runs are never overwritten silently)."""
+    from tasks_lib.core.errors import InputError
+
+    out_dir = paths.runs_dir() / run_id
+    meta_path = out_dir / "run.json"
+    if meta_path.exists():
+        old = json.loads(meta_path.read_text())
+        if not all(old.get(k) == meta[k] for k in ("model", "model_cutoff", "predictions_fingerprint")):
+            raise InputError(
+                f"--run-id {run_id}: {out_dir} already holds a run of another model, cutoff or set "
+                "of predictions; choose another run id (runs are never overwritten silently)"
+            )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    meta_path.write_text(json.dumps(meta, indent=2))
+    return out_dir
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:60] or "model"
+
+
+def schedule(plan: RunPlan) -> list[str]:
+    """The instances to score, longest expected first (a frontend side starts a backend-serve container, a
+    dev server and a browser: the costliest; then more test files), so that with N workers the last to start
+    is a short one and no worker is left alone at the end with the longest (longest-processing-time first).
+    The rows are written in the plan's order whatever this order is."""
+
+    def cost(inst: TaskInstance) -> tuple[int, int, str]:
+        sides = inst.sides()
+        files = {t.split("::", 1)[0] for side in sides for kind in inst.tests(side) for t in kind}
+        return (-sum(3 if str(side) == "frontend" else 1 for side in sides), -len(files), inst.instance_id)
+
+    return [i.instance_id for i in sorted(plan.instances, key=cost) if i.instance_id in plan.predictions]
+
+
+def missing(plan: RunPlan) -> list[TaskInstance]:
+    """The selected instances the predictions say nothing about (scored without a container)."""
+    return [i for i in plan.instances if i.instance_id not in plan.predictions]
+
+
+def no_prediction(instance: TaskInstance) -> Verdict:
+    from tasks_lib.core.constants import Status
+
+    return Verdict(
+        instance.instance_id,
+        False,
+        Status.NO_PREDICTION,
+        f2p_total=sum(len(instance.tests(side)[0]) for side in ("backend", "frontend")),
+        p2p_total=sum(len(instance.tests(side)[1]) for side in ("backend", "frontend")),
+        note="no prediction for this instance: unresolved, counted in the score's denominator",
+    )
+
+
+def score_planned(plan: RunPlan, instance: TaskInstance, settings: Settings | None = None) -> Verdict:
+    from tasks_lib.corpus import load as corpus
+
+    source = corpus.source_for(instance, plan.source_override)
+    repo = evaluation.repo_for(source, plan.mirror)
+    prediction = plan.predictions[instance.instance_id]
+    trace = plan.out_dir / "logs" / instance.instance_id
+    cache = evaluation.VerdictCache(refresh=plan.no_cache)
+    return evaluation.score_instance(
+        instance, prediction, source, repo, trace, cache=cache, settings=settings
+    )
+
+
+def answer_from_cache(plan: RunPlan, settings: Settings | None = None) -> dict[str, Verdict] | None:
+    """Every verdict of the run without an image build, a container or Prefect, when each planned instance is
+    a cache hit, a patch refused before any run, or has no prediction. None at the first instance that needs a
+    real run: probing stops there, so a run that is not cached pays for one probe. None for a run that ignores
+    the cache (`no_cache`)."""
+    from tasks_lib.corpus import load as corpus
+
+    if plan.no_cache:
+        return None
+
+    verdicts: dict[str, Verdict] = {}
+    for inst in plan.instances:
+        iid = inst.instance_id
+        if iid not in plan.predictions:
+            verdicts[iid] = no_prediction(inst)
+            continue
+        source = corpus.source_for(inst, plan.source_override)
+        repo = evaluation.repo_for(source, plan.mirror)
+        trace = plan.out_dir / "logs" / iid
+        verdict = evaluation.cached_verdict(
+            inst, plan.predictions[iid], source, repo, trace, settings=settings
+        )
+        if verdict is None:
+            return None
+        verdicts[iid] = verdict
+    return verdicts
+
+
+def write_charts(plan: RunPlan) -> list[Path]:
+    """The run's charts (`pbench report --chart` of this run: rates by cutoff and domain, the instance grid)
+    under the run folder."""
+    from tasks_lib.judge import leaderboard, reporting
+
+    if not (plan.out_dir / "results.parquet").is_file():
+        return []
+    return leaderboard.write_charts(reporting.load_results([plan.out_dir]), plan.out_dir / "charts")
+
+
+def finish_run(plan: RunPlan, verdicts: dict[str, Verdict]) -> dict:
+    """The run's outputs from verdicts in memory (a run answered from the cache, a short command)."""
+    with arrow_without_pandas():
+        writer = run_writer(plan)
+        for inst in plan.instances:
+            add_verdict(writer, plan, inst, verdicts[inst.instance_id])
+        return finish_writer(writer, plan)
+
+
+@contextlib.contextmanager
+def arrow_without_pandas():
+    """Tables built from plain rows without importing pandas (~0.5 s here, most of a cached `pbench evaluate`).
+
+    pyarrow imports pandas the first time it builds any array, to ask whether the values are pandas objects;
+    an import refused here makes it answer "no pandas" for the rest of the process. Only for a short command
+    that hands pyarrow plain rows and ends: later, pa.array() of a pandas Series goes through the slower
+    sequence path (to_pandas and from_pandas import pandas again and work). No-op once pandas is imported."""
+    if "pandas" in sys.modules:
+        yield
+        return
+    refuse = _RefusePandas()
+    sys.meta_path.insert(0, refuse)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(refuse)
+
+
+class _RefusePandas:
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas" or name.startswith("pandas."):
+            raise ImportError("pandas is not imported by this command (runs.arrow_without_pandas)")
+        return None
+
+
+def run_writer(plan: RunPlan):
+    """The run's tables, written as its verdicts arrive (reporting.RunWriter), in the plan's instance order."""
+    from tasks_lib.judge import reporting
+
+    return reporting.RunWriter(plan.out_dir, [i.instance_id for i in plan.instances])
+
+
+def add_verdict(writer, plan: RunPlan, instance: TaskInstance, verdict: Verdict) -> None:
+    from tasks_lib.judge import reporting
+
+    cutoff = date.fromisoformat(plan.model_cutoff)
+    writer.add(
+        reporting.result_row(plan.run_id, plan.model, cutoff, instance, verdict),
+        reporting.test_rows(plan.run_id, plan.model, verdict),
+    )
+
+
+def finish_writer(writer, plan: RunPlan) -> dict:
+    return writer.finish(json.loads((plan.out_dir / "run.json").read_text()))
+
+
+def verdict_path(plan: RunPlan, instance_id: str) -> Path:
+    return plan.out_dir / "logs" / instance_id / "verdict.json"
+
+
+def spill(plan: RunPlan, verdict: Verdict) -> Path:
+    """The verdict written beside its trace (`logs/<id>/verdict.json`, on the output folder every worker
+    shares), where the flow reads it: a scoring task returns nothing, so that the task results Prefect keeps
+    until the flow ends do not hold every test row of the run."""
+    path = verdict_path(plan, verdict.instance_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".verdict.json.{os.getpid()}.{threading.get_ident()}")
+    tmp.write_text(json.dumps(verdict.to_json(), default=str))
+    tmp.replace(path)
+    return path
+
+
+def unspill(path: Path) -> Verdict:
+    return Verdict.from_json(json.loads(Path(path).read_text()))
+
+
+def progress_line(done: int, total: int, verdict: Verdict, counts) -> str:
+    cached = " (cached)" if verdict.cached else ""
+    return (
+        f"[{done}/{total}] {verdict.instance_id}: {verdict.status}{cached} — resolved {counts['resolved']}, "
+        f"failed {counts['failed']}, errored {counts['errored']}"
+    )
