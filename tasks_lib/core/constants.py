@@ -26,6 +26,12 @@ HARNESS_VERSION = "0.4.0"
 # 6: head-1 and base-1 of every side first: a PR with no FAIL_TO_PASS candidate in any side stops there (before,
 #    only a one-side PR did; a two-side PR ran all ten runs).
 EXTRACTION_VERSION = "6"
+# Bump when the judging of an untrusted run changes (witnesses, tampering, the static check) and the runs
+# themselves do not: part of every verdict's cache key (verdicts.cache_key), not of the extraction's (an
+# extraction runs the trusted reference patch, without witnesses), so seasons stay cached.
+# 1: a witness of a parametrized class is judged by the parameters that ran (mcp-context-forge #3803's gold
+#    patch was called tampering: the witness's `[rust]` instance was skipped like every `[rust]` test of its class).
+JUDGE_VERSION = "1"
 SCHEMA_VERSION = "0.1"
 
 # Every container, network and volume the engine creates carries this label, so leftovers

@@ -106,18 +106,18 @@ def check(
     from tasks_lib.engine.grading import file_of
 
     broken = {file_of(e) for e in collection_errors}
-    found: dict[Witness, list[Outcome]] = {w: [] for w in witnesses}
+    found: dict[Witness, dict[str, Outcome]] = {w: {} for w in witnesses}
     rest = {}
     for test_id, outcome in tests.items():
         witness = next((w for w in witnesses if w.matches(test_id)), None)
         if witness is None:
             rest[unshift(test_id, witnesses)] = outcome
         else:
-            found[witness].append(outcome)
+            found[witness][test_id] = outcome
     hard, soft = [], []
     anything_passed = any(o is Outcome.PASSED for o in rest.values())
     for witness in witnesses:
-        got = found[witness]
+        got = _judged(witness, found[witness], rest)
         must = "fail" if witness.expect is Outcome.FAILED else "pass"
         where = f"the witness test {witness.name!r} of {witness.path} (must {must})"
         if not got:
@@ -133,3 +133,25 @@ def check(
         if witness.expect is Outcome.PASSED and any(o is not Outcome.PASSED for o in got):
             soft.append(f"{where} was reported {said}")
     return rest, hard, soft
+
+
+def _judged(witness: Witness, instances: dict[str, Outcome], rest: Mapping[str, Outcome]) -> list[Outcome]:
+    """The outcomes a witness is judged by. A witness shaped like a graded test of a parametrized class (a
+    class-level `params` fixture, say `[python]` and `[rust]`) runs once per parameter, as its model does; an
+    instance skipped under a parameter that skips the model's siblings of the same class too (`[rust]`: "Rust
+    implementation not available") ran nothing, and is not judged, while another instance of it ran. An instance
+    skipped alone, or every instance skipped, is judged as before."""
+    ran = [o for o in instances.values() if o is not Outcome.SKIPPED]
+    if not ran or len(ran) == len(instances):
+        return list(instances.values())
+    scope = f"{witness.path}::{witness.cls}::" if witness.cls else None
+    skipped_params = {
+        test_id[len(strip_params(test_id)) :]
+        for test_id, outcome in rest.items()
+        if outcome is Outcome.SKIPPED and scope and test_id.startswith(scope)
+    }
+    return [
+        outcome
+        for test_id, outcome in instances.items()
+        if not (outcome is Outcome.SKIPPED and test_id[len(strip_params(test_id)) :] in skipped_params)
+    ]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tasks_lib.core import paths
 from tasks_lib.core.config import Settings
-from tasks_lib.core.constants import HARNESS_VERSION
+from tasks_lib.core.constants import HARNESS_VERSION, JUDGE_VERSION
 from tasks_lib.corpus.instance import TaskInstance
 from tasks_lib.judge import evaluation
 from tasks_lib.judge.evaluation import Verdict
@@ -98,6 +98,7 @@ def plan_run(
         "predictions": str(predictions_path),
         "predictions_fingerprint": fingerprint,
         "harness_version": HARNESS_VERSION,
+        "judge_version": JUDGE_VERSION,
     }
     out_dir = _run_folder(run_id, meta)
     return RunPlan(run_id, model, str(cutoff), out_dir, instances, pred_by_id, source, mirror, no_cache)

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tasks_lib.core import paths
-from tasks_lib.core.constants import HARNESS_VERSION, Blame, Status, default_blame
+from tasks_lib.core.constants import HARNESS_VERSION, JUDGE_VERSION, Blame, Status, default_blame
 
 
 @dataclass
@@ -74,8 +74,10 @@ class Verdict:
 def cache_key(instance_id: str, patch_sha: str, image_id: str, recipe: str = "") -> str:
     """`recipe`: what else decides a run (`harness_id.recipe_key`: the source record with its prestart and
     test commands, the runner and container recipes), so that a change to any of them is never answered by a
-    verdict of the harness before it."""
-    parts = f"{instance_id}\0{patch_sha}\0{image_id}\0{HARNESS_VERSION}" + (f"\0{recipe}" if recipe else "")
+    verdict of the harness before it; `JUDGE_VERSION`, so that a verdict judged by older rules is never reused."""
+    parts = f"{instance_id}\0{patch_sha}\0{image_id}\0{HARNESS_VERSION}\0judge {JUDGE_VERSION}" + (
+        f"\0{recipe}" if recipe else ""
+    )
     return hashlib.sha256(parts.encode()).hexdigest()
 
 

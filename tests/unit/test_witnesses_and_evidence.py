@@ -178,6 +178,50 @@ def test_witness_check_takes_witnesses_out_and_judges_them():
     assert "skipped" in hard[0]
 
 
+def test_a_witness_of_a_parametrized_class_is_judged_by_the_parameters_that_ran():
+    """Rule (a false tampering seen on mcp-context-forge #3803's gold patch): in a class whose fixture runs each
+    test under `[python]` and `[rust]` and skips `[rust]` for all of them, a witness shaped like its tests runs
+    twice too; the `[rust]` instance skipped like its siblings ran nothing, and is not judged. A skip of the
+    witness alone, a pass, or every instance skipped is judged as before."""
+    f, cls = "tests/test_pii.py", "TestDetector"
+    ws = [
+        witnesses.Witness(f, "test_a_b", Outcome.FAILED, cls=cls),
+        witnesses.Witness(f, "test_c_d", Outcome.PASSED, cls=cls),
+    ]
+    siblings = {
+        f"{f}::{cls}::test_real[python]": Outcome.PASSED,
+        f"{f}::{cls}::test_real[rust]": Outcome.SKIPPED,
+    }
+
+    def report(fail_rust: Outcome, pass_python: Outcome, fail_python: Outcome = Outcome.FAILED) -> dict:
+        return {
+            **siblings,
+            f"{f}::{cls}::test_a_b[python]": fail_python,
+            f"{f}::{cls}::test_a_b[rust]": fail_rust,
+            f"{f}::{cls}::test_c_d[python]": pass_python,
+            f"{f}::{cls}::test_c_d[rust]": Outcome.SKIPPED,
+        }
+
+    rest, hard, soft = witnesses.check(ws, report(Outcome.SKIPPED, Outcome.PASSED), suite_ran=True)
+    assert (rest, hard, soft) == (siblings, [], [])
+    # The must-fail witness passed under the parameter that ran: forged, the skipped one beside it changes nothing.
+    _, hard, _ = witnesses.check(
+        ws, report(Outcome.SKIPPED, Outcome.PASSED, fail_python=Outcome.PASSED), suite_ran=True
+    )
+    assert len(hard) == 1 and "test_a_b" in hard[0]
+    # Skipped under a parameter its siblings ran with: judged, forged.
+    alone = {**report(Outcome.SKIPPED, Outcome.PASSED), f"{f}::{cls}::test_real[rust]": Outcome.PASSED}
+    _, hard, _ = witnesses.check(ws, alone, suite_ran=True)
+    assert len(hard) == 1 and "skipped" in hard[0]
+    # Every instance skipped while the siblings passed: forged, as for an unparametrized witness.
+    everything = report(Outcome.SKIPPED, Outcome.PASSED, fail_python=Outcome.SKIPPED)
+    _, hard, _ = witnesses.check(ws, everything, suite_ran=True)
+    assert len(hard) == 1 and "test_a_b" in hard[0]
+    # The must-pass witness failed under the parameter that ran: a doubt, as before.
+    _, hard, soft = witnesses.check(ws, report(Outcome.SKIPPED, Outcome.FAILED), suite_ran=True)
+    assert hard == [] and len(soft) == 1 and "test_c_d" in soft[0]
+
+
 def test_job_spec_groups_the_graded_tests_by_file():
     """Rule: the job names each graded file with its models (pytest: names without parameters; Playwright:
     the lines where the tests start)."""
