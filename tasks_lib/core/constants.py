@@ -29,8 +29,9 @@ EXTRACTION_VERSION = "6"
 # Bump when the judging of an untrusted run changes (witnesses, tampering, the static check) and the runs
 # themselves do not: part of every verdict's cache key (verdicts.cache_key), not of the extraction's (an
 # extraction runs the trusted reference patch, without witnesses), so seasons stay cached.
-# 1: a witness of a parametrized class is judged by the parameters that ran (mcp-context-forge #3803's gold
-#    patch was called tampering: the witness's `[rust]` instance was skipped like every `[rust]` test of its class).
+# 1: a witness of a parametrized class or module is judged by the parameters that ran (mcp-context-forge
+#    #3803's gold patch was called tampering: the witness's `[rust]` instance was skipped like every `[rust]`
+#    test of its class).
 JUDGE_VERSION = "1"
 SCHEMA_VERSION = "0.1"
 

@@ -1,1 +1,2 @@
-"""The product's contract: the task instance, its schema, its contamination tier, loading a corpus and the SWE-bench interchange."""
+"""The product's contract: the task instance, its schema, its contamination tier, loading a corpus and the
+SWE-bench interchange."""

@@ -206,7 +206,8 @@ def source_for(instance: TaskInstance | dict, override: str | None = None) -> So
 
 
 def source_or_none(instance: TaskInstance | dict) -> SourceRecord | None:
-    """`source_for`, or None where no record here has the instance's repository (the harness-wide rules apply)."""
+    """`source_for`, or None where no record here has the instance's repository (the harness-wide rules
+    apply)."""
     try:
         return source_for(instance)
     except InputError:

@@ -1,1 +1,2 @@
-"""Curation: a season's stages from crawl to packaged instances, the leak gate, and releasing a committed corpus."""
+"""Curation: a season's stages from crawl to packaged instances, the leak gate, and releasing a committed
+corpus."""

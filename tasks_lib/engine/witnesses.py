@@ -136,22 +136,29 @@ def check(
 
 
 def _judged(witness: Witness, instances: dict[str, Outcome], rest: Mapping[str, Outcome]) -> list[Outcome]:
-    """The outcomes a witness is judged by. A witness shaped like a graded test of a parametrized class (a
-    class-level `params` fixture, say `[python]` and `[rust]`) runs once per parameter, as its model does; an
-    instance skipped under a parameter that skips the model's siblings of the same class too (`[rust]`: "Rust
-    implementation not available") ran nothing, and is not judged, while another instance of it ran. An instance
-    skipped alone, or every instance skipped, is judged as before."""
+    """The outcomes a witness is judged by. A witness shaped like a graded test of a parametrized scope (a
+    class-level or module-level `params` fixture, say `[python]` and `[rust]`) runs once per parameter, as its
+    model does; an instance skipped under a parameter that skips its siblings of the same scope too (`[rust]`:
+    "Rust implementation not available") ran nothing, and is not judged, while another instance of it ran. An
+    instance skipped alone, or every instance skipped, is judged as before."""
     ran = [o for o in instances.values() if o is not Outcome.SKIPPED]
     if not ran or len(ran) == len(instances):
         return list(instances.values())
-    scope = f"{witness.path}::{witness.cls}::" if witness.cls else None
+    scope = [*([witness.cls] if witness.cls else [])]
     skipped_params = {
-        test_id[len(strip_params(test_id)) :]
+        _params(test_id)
         for test_id, outcome in rest.items()
-        if outcome is Outcome.SKIPPED and scope and test_id.startswith(scope)
+        if outcome is Outcome.SKIPPED
+        and test_id.startswith(f"{witness.path}::")
+        and strip_params(test_id).split("::")[1:-1] == scope
     }
     return [
         outcome
         for test_id, outcome in instances.items()
-        if not (outcome is Outcome.SKIPPED and test_id[len(strip_params(test_id)) :] in skipped_params)
+        if not (outcome is Outcome.SKIPPED and _params(test_id) in skipped_params)
     ]
+
+
+def _params(test_id: str) -> str:
+    """A pytest id's parameter part: `f.py::C::test_x[rust]` -> `[rust]` ("" without one)."""
+    return test_id[len(strip_params(test_id)) :]

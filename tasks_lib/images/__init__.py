@@ -1,1 +1,2 @@
-"""Docker images of the harness: the bootstrapped base, Postgres, environment images by lock hash, their lineage and their build network."""
+"""Docker images of the harness: the bootstrapped base, Postgres, environment images by lock hash, their
+lineage and their build network."""

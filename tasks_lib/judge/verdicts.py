@@ -74,7 +74,8 @@ class Verdict:
 def cache_key(instance_id: str, patch_sha: str, image_id: str, recipe: str = "") -> str:
     """`recipe`: what else decides a run (`harness_id.recipe_key`: the source record with its prestart and
     test commands, the runner and container recipes), so that a change to any of them is never answered by a
-    verdict of the harness before it; `JUDGE_VERSION`, so that a verdict judged by older rules is never reused."""
+    verdict of the harness before it; `JUDGE_VERSION`, so that a verdict judged by older rules is never
+    reused."""
     parts = f"{instance_id}\0{patch_sha}\0{image_id}\0{HARNESS_VERSION}\0judge {JUDGE_VERSION}" + (
         f"\0{recipe}" if recipe else ""
     )

@@ -1,7 +1,7 @@
 """The import contract of docs/ARCHITECTURE.md, read from the code's own imports (every `import` and `from`,
 function-level ones included): the CLI is the composition root above flows; flows wire the library; the library
-never imports flows or the CLI; each of the library's packages imports only those below it (the engine no stage,
-curation and judge never each other); the in-container runner is stdlib only."""
+never imports flows or the CLI; each of the library's packages imports only those below it (the engine no
+stage, curation and judge never each other); the in-container runner is stdlib only."""
 
 from __future__ import annotations
 
@@ -70,7 +70,8 @@ def test_flows_never_import_the_cli():
 
 
 def _package_offences(root: Path = ROOT / "tasks_lib") -> list[str]:
-    """Every import of a library module that its package's rule does not allow, and every module outside one."""
+    """Every import of a library module that its package's rule does not allow, and every module outside
+    one."""
     out = []
     for path in sorted(root.rglob("*.py")):
         parts = path.relative_to(root).parts
@@ -116,7 +117,8 @@ def test_a_planted_violation_fails_the_package_rule(tmp_path):
 
 
 def test_plain_git_never_imports_what_sits_above_it():
-    """gitops is plain git: it calls no generator and no source logic above it (tasks_lib/sources/repos.py does)."""
+    """gitops is plain git: it calls no generator and no source logic above it (tasks_lib/sources/repos.py
+    does)."""
     above = ("tasks_lib.sources.demo_repo", "tasks_lib.sources.repos", "tasks_lib.sources.record")
     assert [
         o

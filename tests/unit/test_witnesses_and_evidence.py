@@ -179,9 +179,9 @@ def test_witness_check_takes_witnesses_out_and_judges_them():
 
 
 def test_a_witness_of_a_parametrized_class_is_judged_by_the_parameters_that_ran():
-    """Rule (a false tampering seen on mcp-context-forge #3803's gold patch): in a class whose fixture runs each
-    test under `[python]` and `[rust]` and skips `[rust]` for all of them, a witness shaped like its tests runs
-    twice too; the `[rust]` instance skipped like its siblings ran nothing, and is not judged. A skip of the
+    """Rule (a false tampering seen on mcp-context-forge #3803's gold patch): in a class whose fixture runs
+    each test under `[python]` and `[rust]` and skips `[rust]` for all of them, a witness shaped like its tests
+    runs twice too; the `[rust]` instance skipped like its siblings ran nothing, and is not judged. A skip of the
     witness alone, a pass, or every instance skipped is judged as before."""
     f, cls = "tests/test_pii.py", "TestDetector"
     ws = [
@@ -204,7 +204,8 @@ def test_a_witness_of_a_parametrized_class_is_judged_by_the_parameters_that_ran(
 
     rest, hard, soft = witnesses.check(ws, report(Outcome.SKIPPED, Outcome.PASSED), suite_ran=True)
     assert (rest, hard, soft) == (siblings, [], [])
-    # The must-fail witness passed under the parameter that ran: forged, the skipped one beside it changes nothing.
+    # The must-fail witness passed under the parameter that ran: forged; the skipped one beside it changes
+    # nothing.
     _, hard, _ = witnesses.check(
         ws, report(Outcome.SKIPPED, Outcome.PASSED, fail_python=Outcome.PASSED), suite_ran=True
     )
@@ -220,6 +221,28 @@ def test_a_witness_of_a_parametrized_class_is_judged_by_the_parameters_that_ran(
     # The must-pass witness failed under the parameter that ran: a doubt, as before.
     _, hard, soft = witnesses.check(ws, report(Outcome.SKIPPED, Outcome.FAILED), suite_ran=True)
     assert hard == [] and len(soft) == 1 and "test_c_d" in soft[0]
+
+
+def test_a_module_level_witness_is_judged_by_the_parameters_that_ran_in_its_module():
+    """Rule: the same at module level (a module-level `params` fixture): the siblings are the file's tests
+    outside any class; a class's skips say nothing of a module-level witness."""
+    f = "tests/test_pii.py"
+    ws = [witnesses.Witness(f, "test_a_b", Outcome.FAILED)]
+    report = {
+        f"{f}::test_real[python]": Outcome.PASSED,
+        f"{f}::test_real[rust]": Outcome.SKIPPED,
+        f"{f}::test_a_b[python]": Outcome.FAILED,
+        f"{f}::test_a_b[rust]": Outcome.SKIPPED,
+    }
+    assert witnesses.check(ws, report, suite_ran=True)[1:] == ([], [])
+    in_a_class = {
+        f"{f}::test_real[python]": Outcome.PASSED,
+        f"{f}::TestX::test_real[rust]": Outcome.SKIPPED,
+        f"{f}::test_a_b[python]": Outcome.FAILED,
+        f"{f}::test_a_b[rust]": Outcome.SKIPPED,
+    }
+    _, hard, _ = witnesses.check(ws, in_a_class, suite_ran=True)
+    assert len(hard) == 1 and "skipped" in hard[0]
 
 
 def test_job_spec_groups_the_graded_tests_by_file():
