@@ -4,7 +4,7 @@ content), reads the machine's busy CPU time before and after (as scaling.py does
 own logs:
 
     python benchmarks/season.py --season template --prs-file ../shared/reference/fastapi-template/prs.jsonl \
-        --mirror /work/.mirror/fastapi+full-stack-fastapi-template/repo [--max-concurrency 2] [--json out.json]
+        --mirror "$PBENCH_MIRRORS/fastapi+full-stack-fastapi-template/repo" [--max-concurrency 2] [--json out.json]
 
     python benchmarks/season.py --summarize SCRATCH --season template   # a run already made under SCRATCH
 

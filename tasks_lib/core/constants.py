@@ -4,34 +4,10 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-# Bump when grading or the engine changes in a way that can change a verdict: it is part of
-# every evaluation cache key, so a new harness never reuses an old harness's verdicts.
-# 0.2: untrusted code runs as an unprivileged user; JUnit cross-checked. 0.3: the judge cannot be forged
-# (test tooling from the image, frozen and watched tree, witness tests, audit, evidence channel, static check); blame per verdict.
-# 0.3.2: a name outside the task's network fails at once (the runner's resolver), no longer after 10 s: a test
-# that waited on such a lookup (a mail sent, a backend behind it) may meet its own time limits where it did not.
-# 0.3.3: Playwright runs Debian's chromium-headless-shell (Playwright's own headless browser), not the full one.
-# 0.4.0: witness tests inside the graded files (no canary files); the code that ran compared with the files'
-# bytes; strict identity; evidence through a channel the runner reads; the specs' tsconfig is the harness's.
+# The versions that decide which cached results may be reused; what each is part of, when to bump it and
+# every bump's reason: CHANGELOG.md (a bump without its line there fails the unit suite).
 HARNESS_VERSION = "0.4.0"
-# Bump when the extraction's rules change (which runs, how labels are drawn) without a verdict changing: part
-# of the extraction cache key only (season_plan.harness_key), so evaluation caches stay.
-# 2: a base run killed before it reports knows no base outcome (only added tests are FAIL_TO_PASS).
-# 3: in a file without base outcomes, the tests the test patch rewrites are FAIL_TO_PASS too, not only those it
-#    adds (fastapi-template #1429: its Playwright tests changed to use the new private API).
-# 4: a Playwright test whose signature spans lines (`async ({\n page,\n }) => {`) is compared whole (3 stopped at
-#    its `}) => {` and saw one rewritten #1429 test unchanged).
-# 5: a Playwright side's base runs select the tests that passed in every head run so far; a side where no test
-#    passed at head-1 stops there.
-# 6: head-1 and base-1 of every side first: a PR with no FAIL_TO_PASS candidate in any side stops there (before,
-#    only a one-side PR did; a two-side PR ran all ten runs).
 EXTRACTION_VERSION = "6"
-# Bump when the judging of an untrusted run changes (witnesses, tampering, the static check) and the runs
-# themselves do not: part of every verdict's cache key (verdicts.cache_key), not of the extraction's (an
-# extraction runs the trusted reference patch, without witnesses), so seasons stay cached.
-# 1: a witness of a parametrized class or module is judged by the parameters that ran (mcp-context-forge
-#    #3803's gold patch was called tampering: the witness's `[rust]` instance was skipped like every `[rust]`
-#    test of its class).
 JUDGE_VERSION = "1"
 SCHEMA_VERSION = "0.1"
 

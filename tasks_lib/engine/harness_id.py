@@ -25,8 +25,12 @@ def harness_key(source: SourceRecord, images_key: str = "") -> str:
 def recipe_key(source: SourceRecord) -> str:
     """sha256 of the source record (prestart and test commands, environment, services) and of the harness's
     container recipes and runner: part of every verdict's cache key as well (`verdicts.cache_key`), so that
-    a changed runner or prestart is never answered by a verdict made before it."""
-    h = hashlib.sha256(repr(dataclasses.replace(source, path=Path(source.name))).encode())
+    a changed runner or prestart is never answered by a verdict made before it. Where the record file and
+    the mirror lie on this machine are not part of it (the commits name the code)."""
+    placeless = dataclasses.replace(
+        source, path=Path(source.name), clone=dataclasses.replace(source.clone, mirror=None)
+    )
+    h = hashlib.sha256(repr(placeless).encode())
     root = paths.containers_dir()
     for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())

@@ -29,13 +29,33 @@ def _origin(source: SourceRecord, override: str | Path | None) -> str:
             raise InputError(f"{source.path}: clone.generator: unknown generator {source.clone.generator!r}")
         return str(GENERATORS[source.clone.generator]())
     if source.clone.mirror:
-        mirror = Path(os.path.expanduser(source.clone.mirror))
+        mirror = Path(os.path.expanduser(expand_vars(source.clone.mirror, f"{source.path}: clone.mirror")))
         if not mirror.is_absolute():
             mirror = source.path.parent / mirror
         if not mirror.exists():
             raise InputError(f"{source.path}: clone.mirror: {mirror} does not exist (pass --mirror PATH)")
         return str(mirror)
     return source.clone.url  # type: ignore[return-value]
+
+
+_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def expand_vars(value: str, where: str) -> str:
+    """`$NAME` / `${NAME}` replaced by the environment's value, so a committed record names no machine's path
+    (`mirror = "${PBENCH_MIRRORS}/IBM+mcp-context-forge/repo"`). An unset or empty variable is an input error
+    naming it: a path silently missing its root would point somewhere else."""
+
+    def value_of(match: re.Match[str]) -> str:
+        name = match[1] or match[2]
+        found = os.environ.get(name, "")
+        if not found:
+            raise InputError(
+                f"{where}: {value!r} needs ${name}, which is not set (set it, or pass --mirror PATH)"
+            )
+        return found
+
+    return _VAR.sub(value_of, value)
 
 
 # What `--mirror` gives an evaluation command: one path (the selection's one source), or one per source name.

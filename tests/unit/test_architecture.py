@@ -146,3 +146,22 @@ def test_the_contract_sees_imports():
     """The checks above would pass on a parser that found nothing: it finds the imports it must."""
     assert "tasks_lib.engine.jobs" in _imports(ROOT / "tasks_lib" / "engine" / "run.py")
     assert "flows.curation" in _imports(ROOT / "cli" / "corpus.py")
+
+
+def test_every_version_the_caches_hang_on_has_its_line_in_the_changelog():
+    """Rule: a version bump says why in CHANGELOG.md (constants.py holds the values only), so a reader of a
+    cache key or of run.json's versions finds what each one changed."""
+    import re
+
+    from tasks_lib.core import constants, paths
+
+    text = (paths.PROJECT_ROOT / "CHANGELOG.md").read_text()
+    for name in ("HARNESS_VERSION", "EXTRACTION_VERSION", "JUDGE_VERSION"):
+        section = text.split(f"## {name}\n", 1)
+        assert len(section) == 2, f"CHANGELOG.md has no section {name}"
+        body = section[1].split("\n## ", 1)[0]
+        newest = re.search(r"^- \*\*([^*]+)\*\*", body, re.M)
+        assert newest and newest[1] == getattr(constants, name), (
+            f"CHANGELOG.md: the newest {name} entry is {newest and newest[1]!r}, constants.py says "
+            f"{getattr(constants, name)!r}"
+        )

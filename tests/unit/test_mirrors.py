@@ -74,3 +74,41 @@ def test_the_clone_is_refreshed_only_when_it_lacks_a_commit_it_needs(tmp_path, m
     third = commit("third")
     repos.repo_dir(source, origin)  # no needs named: refreshed as before
     assert repos._has_commits(clone, (third,))
+
+
+def test_a_committed_mirror_names_its_root_by_a_variable_and_an_unset_one_is_an_input_error(
+    tmp_path, monkeypatch
+):
+    """Rule: no committed record holds one machine's path: `clone.mirror` takes `$NAME` / `${NAME}` from the
+    environment, and a variable that is not set is named in the error (never a path that lost its root)."""
+    import dataclasses
+
+    (tmp_path / "IBM+mcp-context-forge" / "repo").mkdir(parents=True)
+    source = load_source("mcp-context-forge")
+    assert source.clone.mirror == "${PBENCH_MIRRORS}/IBM+mcp-context-forge/repo"
+    monkeypatch.setenv("PBENCH_MIRRORS", str(tmp_path))
+    assert repos._origin(source, None) == str(tmp_path / "IBM+mcp-context-forge" / "repo")
+    bare = dataclasses.replace(source, clone=dataclasses.replace(source.clone, mirror="$PBENCH_MIRRORS/x"))
+    with pytest.raises(InputError, match="does not exist"):
+        repos._origin(bare, None)
+    monkeypatch.delenv("PBENCH_MIRRORS")
+    with pytest.raises(InputError, match=r"needs \$PBENCH_MIRRORS, which is not set .*--mirror PATH"):
+        repos._origin(source, None)
+    assert repos._origin(source, tmp_path) == str(tmp_path)  # --mirror wins, the variable is not needed
+
+
+def test_no_committed_data_file_holds_a_machine_path():
+    """Rule: the records, season definitions and corpora name no path of the machine they were made on (a
+    mirror, a checkout, a cache); the containers' own paths (/work/repo, /tmp) are the harness's."""
+    import re
+
+    from tasks_lib.core import paths
+
+    machine = re.compile(r"/work/\.mirror|/work/main|/home/[a-z]|/Users/[A-Z]|\.cache/pbench|data/cache/")
+    found = []
+    for path in sorted((paths.PROJECT_ROOT / "data").rglob("*")):
+        if path.is_file() and path.suffix in {".toml", ".json", ".md"} and "seasons" not in path.parts:
+            for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                if machine.search(line):
+                    found.append(f"{path.relative_to(paths.PROJECT_ROOT)}:{n}: {line.strip()[:100]}")
+    assert not found, "\n".join(found)

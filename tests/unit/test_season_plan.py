@@ -114,7 +114,7 @@ def test_a_flat_record_without_a_domain_gets_the_one_its_tests_say():
 
 def test_the_harness_key_changes_with_the_harness_version_the_record_and_the_runner(monkeypatch, tmp_path):
     """Rule: a cached extraction is reused only by the same harness: version, source record (of the era) and
-    container recipes are part of its key; where the record file lies is not."""
+    container recipes are part of its key; where the record file or the mirror lies is not."""
     import dataclasses
     import shutil
 
@@ -123,6 +123,8 @@ def test_the_harness_key_changes_with_the_harness_version_the_record_and_the_run
     source = load_source("demo")
     key = season_plan.harness_key(source)
     assert season_plan.harness_key(dataclasses.replace(source, path=tmp_path / "demo.toml")) == key
+    elsewhere = dataclasses.replace(source.clone, mirror="/srv/mirrors/demo")
+    assert season_plan.harness_key(dataclasses.replace(source, clone=elsewhere)) == key
     changed = dataclasses.replace(source, backend=dataclasses.replace(source.backend, timeout_s=7))
     assert season_plan.harness_key(changed) != key
     monkeypatch.setattr(constants, "HARNESS_VERSION", "9.9.9")
