@@ -118,13 +118,8 @@ def _evaluate(
                 predictions=predictions,
                 model=model,
                 model_cutoff=model_cutoff,
-                run_id=run_id,
-                ids=list(ids),
-                domains=list(domains),
-                tiers=list(tiers),
-                source=source,
-                mirror=plan.mirror,
-                no_cache=no_cache,
+                run_id=plan.run_id,
+                planned=str(plan.out_dir),  # planned once, above: the flow loads it
             )
         finally:
             progress.CALLBACKS.remove(on_verdict)

@@ -20,9 +20,9 @@ from tasks_lib.judge import evaluation, runs
 
 
 @task(cache_policy=NONE, task_run_name="score {instance_id}")
-def score(plan: runs.RunPlan, instance_id: str) -> dict:
-    instance = next(i for i in plan.instances if i["instance_id"] == instance_id)
-    runs.spill(plan, runs.score_planned(plan, instance))
+def score(job: runs.ScoringJob, instance_id: str) -> dict:
+    """One planned scoring (`instance_id` names the task run only)."""
+    runs.spill(job, runs.score_job(job))
     # Nothing returned: Prefect keeps a copy of the state of every result a task returns until the flow ends
     # (to link results passed to later tasks), and the flow reads the verdict from its file anyway.
     return None
@@ -42,24 +42,29 @@ def evaluate_model(
     mirror: str | dict[str, str] | None = None,
     max_workers: int = 2,
     no_cache: bool = False,
+    planned: str | None = None,
 ) -> dict:
     """`max_workers` instances at once (each holds one Docker stack), whatever task runner the flow was
     started with: a deployment run scores as the CLI does. `no_cache`: score every instance again, ignoring
-    the verdicts cached for the same content (the fresh ones are still cached)."""
+    the verdicts cached for the same content (the fresh ones are still cached). `planned`: the folder of a
+    run `pbench evaluate` has planned (`runs.load_plan`); the other inputs then only name it."""
     stopping.chain_sigterm()  # SIGTERM reaches the worker threads too: a stop within seconds
-    plan = runs.plan_run(
-        dataset,
-        predictions,
-        model,
-        model_cutoff,
-        run_id,
-        ids or (),
-        domains or (),
-        tiers or (),
-        source,
-        mirror,
-        no_cache=no_cache,
-    )
+    if planned:
+        plan = runs.load_plan(planned)
+    else:  # a deployment run: planned here, once
+        plan = runs.plan_run(
+            dataset,
+            predictions,
+            model,
+            model_cutoff,
+            run_id,
+            ids or (),
+            domains or (),
+            tiers or (),
+            source,
+            mirror,
+            no_cache=no_cache,
+        )
     skipped = runs.missing(plan)
     todo = runs.schedule(plan)  # longest expected first
     by_id = {i.instance_id: i for i in plan.instances}
@@ -79,7 +84,9 @@ def evaluate_model(
 
     for instance in skipped:  # no container: unresolved, in the denominator
         record(runs.no_prediction(instance))
-    for instance_id, fut in windowed(todo, lambda instance_id: score.submit(plan, instance_id), max_workers):
+    for instance_id, fut in windowed(
+        todo, lambda instance_id: score.submit(plan.jobs[instance_id], instance_id), max_workers
+    ):
         fut.result()  # raises what the task raised
         record(runs.unspill(runs.verdict_path(plan, instance_id)))
     report = runs.finish_writer(writer, plan)

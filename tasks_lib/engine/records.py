@@ -58,6 +58,9 @@ class RunRequest:
     output_cap: int = OUTPUT_CAP_BYTES
     # The tests the run is graded on (FAIL_TO_PASS and PASS_TO_PASS ids): the witnesses take their shape.
     graded: tuple[str, ...] = ()
+    # The caller's environment specs at `commit` (a scoring's `images.EnvSpecBook`, which has worked out the
+    # same chains for the image key and the tooling check); None: the engine works them out.
+    specs: object | None = None
 
     @property
     def untrusted(self) -> bool:

@@ -50,9 +50,12 @@ def env_images(
 ) -> tuple[images.ImageRef, images.ImageRef, images.EnvSpec]:
     """The backend image (also the backend-serve container's) and the image of the run's side."""
     chain = [(p.diff, p.untrusted) for p in request.patches]
-    backend_spec, frontend_spec = images.run_env_specs(
-        request.source, request.repo, request.commit, chain, str(request.side), settings
-    )
+    if request.specs is not None:
+        backend_spec, frontend_spec = request.specs.of(chain, str(request.side))
+    else:
+        backend_spec, frontend_spec = images.run_env_specs(
+            request.source, request.repo, request.commit, chain, str(request.side), settings
+        )
     backend_image = images.ensure_env_image(backend_spec, settings)
     if frontend_spec is None:
         return backend_image, backend_image, backend_spec

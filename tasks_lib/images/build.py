@@ -26,6 +26,7 @@ from tasks_lib.core.errors import ImageBuildError, InfraError, InputError
 from tasks_lib.images.envspecs import (  # noqa: F401
     INSTALL_COMMANDS,
     EnvSpec,
+    EnvSpecBook,
     backend_env_spec,
     dependency_contents,
     frontend_env_spec,

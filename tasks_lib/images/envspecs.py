@@ -314,28 +314,30 @@ def _allowed_scripts(fe, files: Mapping[str, bytes | None]) -> tuple[str, ...]:
     )
 
 
-_SPECS: dict[str, tuple] = {}  # one scoring asks for the same chain's specs several times
-
-
 def run_env_specs(
     source: SourceRecord, repo: Path, commit: str, chain, side: str, settings: Settings | None = None
 ) -> tuple[EnvSpec, EnvSpec | None]:
     """The backend spec and (for a frontend run) the frontend spec of a patch chain: [(diff, untrusted)].
     The trusted patches alone give the base that decides what the install may run."""
-    settings = settings or Settings.from_env()
-    key = sha256_bytes(
-        repr(source).encode(),
-        str(repo).encode(),
-        commit.encode(),
-        side.encode(),
-        str(settings.npm_registry).encode(),
-        *(patches_key(d, u) for d, u in chain),
-    )
-    if key not in _SPECS:
-        if len(_SPECS) > 256:
-            _SPECS.clear()
-        _SPECS[key] = _run_env_specs(source, repo, commit, chain, side, settings)
-    return _SPECS[key]
+    return _run_env_specs(source, repo, commit, chain, side, settings or Settings.from_env())
+
+
+class EnvSpecBook:
+    """The environment specs of one scoring (one instance at one commit): each patch chain's worked out once
+    and handed on (the image key, the tooling check, each side's engine run ask for the same chains), kept
+    as long as the scoring holds the book, never in a module."""
+
+    def __init__(self, source: SourceRecord, repo: Path, commit: str, settings: Settings):
+        self.source, self.repo, self.commit, self.settings = source, repo, commit, settings
+        self._specs: dict[tuple, tuple[EnvSpec, EnvSpec | None]] = {}
+
+    def of(self, chain, side: str) -> tuple[EnvSpec, EnvSpec | None]:
+        key = (str(side), *(patches_key(d, u) for d, u in chain))
+        if key not in self._specs:
+            self._specs[key] = _run_env_specs(
+                self.source, self.repo, self.commit, chain, str(side), self.settings
+            )
+        return self._specs[key]
 
 
 def patches_key(diff: str, untrusted: bool) -> bytes:

@@ -45,15 +45,14 @@ def _selection(f2p: list[str], p2p: list[str]) -> tuple[str, ...]:
     return tuple(sorted({t.split("::", 1)[0] for t in [*f2p, *p2p]}))
 
 
-def _env_image_id(
-    source: SourceRecord, repo: Path, instance: TaskInstance, patch: str, settings: Settings
-) -> str:
+def _env_image_id(instance: TaskInstance, patch: str, book: images.EnvSpecBook) -> str:
     """The image the backend run will use (built now if missing): part of the cache key. A patched lock that
     fails to build twice while the base lock builds is the patch's failure (PatchBuildError); a registry
     hiccup gets the second try, and a base lock that does not build either is the harness's."""
     chain = [(patch, True), (instance.test_patch, False)]
-    spec, _ = images.run_env_specs(source, repo, instance.base_commit, chain, "backend", settings)
-    base, _ = images.run_env_specs(source, repo, instance.base_commit, chain[1:], "backend", settings)
+    settings = book.settings
+    spec, _ = book.of(chain, "backend")
+    base, _ = book.of(chain[1:], "backend")
     try:
         return images.ensure_env_image(spec, settings).id
     except ImageBuildError as first:
@@ -74,7 +73,7 @@ class PatchBuildError(ImageBuildError):
 
 
 def _side_request(
-    instance: TaskInstance, prediction: Prediction, source, repo, side: Side, trace: Path, plugins
+    instance: TaskInstance, prediction: Prediction, source, repo, side: Side, trace: Path, plugins, book=None
 ) -> engine.RunRequest:
     """The engine run of one side: the agent's patch (untrusted), then the whole test patch (the
     backend-serve container of a frontend run gets the same tree), on the test files of the graded tests."""
@@ -103,6 +102,7 @@ def _side_request(
         label=f"{instance.instance_id} {side}",
         pytest_plugins=plugins,
         graded=(*f2p, *p2p),
+        specs=book,
     )
 
 
@@ -159,9 +159,9 @@ def side_rows(side: Side, f2p: list[str], p2p: list[str], result: engine.RunResu
     return rows
 
 
-def _run_side(instance, prediction, source, repo, side, trace, settings, plugins=None):
+def _run_side(instance, prediction, source, repo, side, trace, settings, plugins=None, book=None):
     instance = TaskInstance.of(instance)
-    result = _run(_side_request(instance, prediction, source, repo, side, trace, plugins), settings)
+    result = _run(_side_request(instance, prediction, source, repo, side, trace, plugins, book), settings)
     f2p, p2p = instance.tests(side)
     return grade_side(f2p, p2p, result), result, side_rows(side, f2p, p2p, result)
 
@@ -230,6 +230,7 @@ class _Scoring:
     def __init__(self, instance: TaskInstance, prediction, source, repo, trace_dir: Path, settings: Settings):
         self.instance, self.prediction, self.source = instance, prediction, source
         self.repo, self.trace_dir, self.settings = repo, trace_dir, settings
+        self.specs = images.EnvSpecBook(source, repo, instance.base_commit, settings)  # this scoring's only
         self.start = time.monotonic()
         self.findings: list = []
         self.plugins = None
@@ -258,8 +259,8 @@ class _Scoring:
             return self.refused(problems)
         self.findings = static_check.scan(patch, self.source)
         try:
-            image_id = _env_image_id(self.source, self.repo, inst, patch, self.settings)
-            tooling_problems, self.plugins = _tooling(self.source, self.repo, inst, patch, self.settings)
+            image_id = _env_image_id(inst, patch, self.specs)
+            tooling_problems, self.plugins = _tooling(self.source, inst, patch, self.specs)
         except images.NotBuilt:
             raise  # a lookup-only question (`cached_verdict`): the answer needs the real run
         except ImageBuildError as exc:
@@ -299,6 +300,7 @@ class _Scoring:
             self.settings,
             infra_retries,
             self.plugins,
+            self.specs,
         )
         blocking = static_check.blocking(self.findings, static_check.scan(self.instance.patch, self.source))
         if blocking:
@@ -332,7 +334,9 @@ class _Scoring:
         )
 
 
-def _attempts(instance, prediction, source, repo, trace_dir, settings, infra_retries, plugins=None):
+def _attempts(
+    instance, prediction, source, repo, trace_dir, settings, infra_retries, plugins=None, book=None
+):
     """Every side of the instance, again while the harness is to blame (at most `infra_retries` more times)."""
     infra_attempts: list[str] = []  # why attempts were not verdicts: kept in the note, beside `attempts`
     image_id = ""
@@ -342,7 +346,7 @@ def _attempts(instance, prediction, source, repo, trace_dir, settings, infra_ret
         errors: list[str] = []
         for side in instance.sides():
             g, result, side_rows = _run_side(
-                instance, prediction, source, repo, side, trace_dir / str(side), settings, plugins
+                instance, prediction, source, repo, side, trace_dir / str(side), settings, plugins, book
             )
             grades.append(g)
             rows += side_rows

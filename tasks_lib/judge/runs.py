@@ -11,7 +11,7 @@ import re
 import sys
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
@@ -23,6 +23,27 @@ from tasks_lib.judge import evaluation
 from tasks_lib.judge.evaluation import Verdict
 from tasks_lib.judge.predictions import Prediction
 from tasks_lib.sources import gitops, repos
+from tasks_lib.sources.record import SourceRecord
+
+JOBS_FILE = "scoring-jobs.jsonl"
+
+
+@dataclass(frozen=True)
+class ScoringJob:
+    """One planned scoring, every input resolved once by the plan: the instance, its prediction, the source
+    record of its era, the source's clone and the trace folder. What a scoring task receives (never the whole
+    plan); written beside run.json (`scoring-jobs.jsonl`), from which the flow loads it."""
+
+    instance: TaskInstance
+    prediction: Prediction
+    source: SourceRecord
+    repo: Path
+    trace: Path
+    no_cache: bool = False
+
+    @property
+    def instance_id(self) -> str:
+        return self.instance.instance_id
 
 
 @dataclass(frozen=True)
@@ -33,10 +54,10 @@ class RunPlan:
     out_dir: Path
     instances: list[TaskInstance]
     predictions: dict[str, Prediction]
-    source_override: str | None = None
-    mirror: str | dict[str, str] | None = None
     # Ignore the verdicts cached for this content (score again), still writing the fresh ones.
     no_cache: bool = False
+    # One per instance with a prediction, in the plan's order (`ScoringJob`).
+    jobs: dict[str, ScoringJob] = field(default_factory=dict)
 
 
 def plan_run(
@@ -61,26 +82,13 @@ def plan_run(
     instances = corpus.select(corpus.load_corpus(dataset), ids, domains, tiers)
     if not instances:
         raise InputError(f"{dataset}: no instances selected")
-    by_id = {i.instance_id: i for i in instances}
-    one_per_repo = {i.repo: i for i in instances}.values()
-    repos.check_mirrors(mirror, [corpus.source_for(i, source).name for i in one_per_repo])
-
-    def files_reader(iid: str):
-        inst = by_id[iid]
-        repo = evaluation.repo_for(corpus.source_for(inst, source), mirror)
-
-        def read(path: str) -> str | None:
-            data = gitops.read_file(repo, inst.base_commit, path)
-            return data.decode("utf-8", errors="surrogateescape") if data is not None else None
-
-        return read
-
+    checkouts = _Checkouts(instances, source, mirror)
     preds = predictions.load_predictions(
         predictions_path,
-        list(by_id),
+        list(checkouts.by_id),
         default_model=model,
-        gold_patches={i: by_id[i].patch for i in by_id},
-        files_reader=files_reader,
+        gold_patches={iid: i.patch for iid, i in checkouts.by_id.items()},
+        files_reader=checkouts.files_reader,
         require_model=True,
     )
     pred_by_id = {p.instance_id: p for p in preds}
@@ -101,7 +109,105 @@ def plan_run(
         "judge_version": JUDGE_VERSION,
     }
     out_dir = _run_folder(run_id, meta)
-    return RunPlan(run_id, model, str(cutoff), out_dir, instances, pred_by_id, source, mirror, no_cache)
+    jobs = {
+        iid: ScoringJob(i, pred_by_id[iid], checkouts.sources[iid], checkouts.clone(iid), out_dir / "logs" / iid, no_cache)
+        for iid, i in checkouts.by_id.items()
+        if iid in pred_by_id
+    }  # fmt: skip
+    plan = RunPlan(run_id, model, str(cutoff), out_dir, instances, pred_by_id, no_cache, jobs)
+    write_plan(plan)
+    return plan
+
+
+class _Checkouts:
+    """Each selected instance's source (its era's record) and each source's clone, resolved once for the
+    whole run; a clone only when asked (an instance without a prediction needs none)."""
+
+    def __init__(self, instances: list[TaskInstance], source: str | None, mirror: repos.Mirrors):
+        from tasks_lib.corpus import load as corpus
+
+        self.by_id = {i.instance_id: i for i in instances}
+        self.sources = {iid: corpus.source_for(i, source) for iid, i in self.by_id.items()}
+        repos.check_mirrors(mirror, [s.name for s in self.sources.values()])
+        self._mirror = mirror
+        self._clones: dict[str, Path] = {}
+
+    def clone(self, iid: str) -> Path:
+        src = self.sources[iid]
+        if src.name not in self._clones:
+            self._clones[src.name] = evaluation.repo_for(src, self._mirror)
+        return self._clones[src.name]
+
+    def files_reader(self, iid: str):
+        """The base commit's files of one instance (a `files`-format prediction becomes a diff against it)."""
+        repo, base = self.clone(iid), self.by_id[iid].base_commit
+
+        def read(path: str) -> str | None:
+            data = gitops.read_file(repo, base, path)
+            return data.decode("utf-8", errors="surrogateescape") if data is not None else None
+
+        return read
+
+
+def write_plan(plan: RunPlan) -> Path:
+    """The plan beside run.json (`scoring-jobs.jsonl`): one row per selected instance, in the plan's order,
+    with its record, its prediction (none: `no_prediction`) and what its scoring was resolved to. A reader
+    sees what each instance was scored with; the flow loads the plan from it (`load_plan`) instead of
+    resolving it again."""
+    rows = []
+    for inst in plan.instances:
+        job = plan.jobs.get(inst.instance_id)
+        pred = plan.predictions.get(inst.instance_id)
+        rows.append(
+            {
+                "instance": dict(inst.record),
+                "prediction": None
+                if pred is None
+                else {
+                    "model_name_or_path": pred.model_name_or_path,
+                    "model_patch": pred.model_patch,
+                    "source_format": str(pred.source_format),
+                },
+                "source": job.source.name if job else None,
+                "era": job.source.era if job else None,
+                "repo": str(job.repo) if job else None,
+                "trace": str(job.trace) if job else None,
+                "no_cache": plan.no_cache,
+            }
+        )
+    path = plan.out_dir / JOBS_FILE
+    tmp = path.with_name(f".{JOBS_FILE}.{os.getpid()}")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tmp.replace(path)
+    return path
+
+
+def load_plan(out_dir: str | Path) -> RunPlan:
+    """The plan `plan_run` wrote in a run folder (run.json and `scoring-jobs.jsonl`): nothing is resolved
+    again but each job's source record, read by name and era."""
+    from tasks_lib.judge.predictions import PredictionFormat
+    from tasks_lib.sources.record import load_source
+
+    out_dir = Path(out_dir)
+    meta = json.loads((out_dir / "run.json").read_text())
+    instances, predictions, jobs, no_cache = [], {}, {}, False
+    for line in (out_dir / JOBS_FILE).read_text().splitlines():
+        row = json.loads(line)
+        inst = TaskInstance.of(row["instance"])
+        instances.append(inst)
+        no_cache = bool(row["no_cache"])
+        if row["prediction"] is None:
+            continue
+        fields = {**row["prediction"], "source_format": PredictionFormat(row["prediction"]["source_format"])}
+        predictions[inst.instance_id] = pred = Prediction(inst.instance_id, **fields)
+        source = load_source(row["source"]).for_era(row["era"])
+        jobs[inst.instance_id] = ScoringJob(
+            inst, pred, source, Path(row["repo"]), Path(row["trace"]), no_cache
+        )
+    return RunPlan(
+        meta["run_id"], meta["model"], meta["model_cutoff"], out_dir, instances, predictions,
+        no_cache=no_cache, jobs=jobs,
+    )  # fmt: skip
 
 
 def _model_and_cutoff(model: str, model_cutoff: str) -> date:
@@ -171,16 +277,10 @@ def no_prediction(instance: TaskInstance) -> Verdict:
     )
 
 
-def score_planned(plan: RunPlan, instance: TaskInstance, settings: Settings | None = None) -> Verdict:
-    from tasks_lib.corpus import load as corpus
-
-    source = corpus.source_for(instance, plan.source_override)
-    repo = evaluation.repo_for(source, plan.mirror)
-    prediction = plan.predictions[instance.instance_id]
-    trace = plan.out_dir / "logs" / instance.instance_id
-    cache = evaluation.VerdictCache(refresh=plan.no_cache)
+def score_job(job: ScoringJob, settings: Settings | None = None) -> Verdict:
+    cache = evaluation.VerdictCache(refresh=job.no_cache)
     return evaluation.score_instance(
-        instance, prediction, source, repo, trace, cache=cache, settings=settings
+        job.instance, job.prediction, job.source, job.repo, job.trace, cache=cache, settings=settings
     )
 
 
@@ -189,22 +289,18 @@ def answer_from_cache(plan: RunPlan, settings: Settings | None = None) -> dict[s
     a cache hit, a patch refused before any run, or has no prediction. None at the first instance that needs a
     real run: probing stops there, so a run that is not cached pays for one probe. None for a run that ignores
     the cache (`no_cache`)."""
-    from tasks_lib.corpus import load as corpus
-
     if plan.no_cache:
         return None
 
     verdicts: dict[str, Verdict] = {}
     for inst in plan.instances:
         iid = inst.instance_id
-        if iid not in plan.predictions:
+        job = plan.jobs.get(iid)
+        if job is None:
             verdicts[iid] = no_prediction(inst)
             continue
-        source = corpus.source_for(inst, plan.source_override)
-        repo = evaluation.repo_for(source, plan.mirror)
-        trace = plan.out_dir / "logs" / iid
         verdict = evaluation.cached_verdict(
-            inst, plan.predictions[iid], source, repo, trace, settings=settings
+            job.instance, job.prediction, job.source, job.repo, job.trace, settings=settings
         )
         if verdict is None:
             return None
@@ -282,11 +378,11 @@ def verdict_path(plan: RunPlan, instance_id: str) -> Path:
     return plan.out_dir / "logs" / instance_id / "verdict.json"
 
 
-def spill(plan: RunPlan, verdict: Verdict) -> Path:
+def spill(job: ScoringJob, verdict: Verdict) -> Path:
     """The verdict written beside its trace (`logs/<id>/verdict.json`, on the output folder every worker
-    shares), where the flow reads it: a scoring task returns nothing, so that the task results Prefect keeps
-    until the flow ends do not hold every test row of the run."""
-    path = verdict_path(plan, verdict.instance_id)
+    shares), where the flow reads it (`verdict_path`): a scoring task returns nothing, so that the task
+    results Prefect keeps until the flow ends do not hold every test row of the run."""
+    path = job.trace / "verdict.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".verdict.json.{os.getpid()}.{threading.get_ident()}")
     tmp.write_text(json.dumps(verdict.to_json(), default=str))

@@ -125,10 +125,11 @@ def dependency_problems(
     return out
 
 
-def patched_tooling(source: SourceRecord, repo: Path, instance: TaskInstance, patch: str, settings: Settings):
+def patched_tooling(source: SourceRecord, instance: TaskInstance, patch: str, book: images.EnvSpecBook):
     """(problems, allowed pytest plugins) when the agent's patch changes a lock: the patched image's test
-    runners must be the base lock's (or the reference patch's), and only the plugins those have may load."""
-    commit, test_patch = instance.base_commit, instance.test_patch
+    runners must be the base lock's (or the reference patch's), and only the plugins those have may load.
+    `book`: the scoring's environment specs (at the instance's base commit)."""
+    test_patch, settings = instance.test_patch, book.settings
     sides = ["backend", "frontend"] if source.frontend is not None else ["backend"]
 
     def specs(name: str):
@@ -137,7 +138,7 @@ def patched_tooling(source: SourceRecord, repo: Path, instance: TaskInstance, pa
             "base": [(test_patch, False)],
             "reference": [(instance.patch, True), (test_patch, False)],
         }[name]
-        return images.run_env_specs(source, repo, commit, chain, sides[-1], settings)
+        return book.of(chain, sides[-1])
 
     problems, plugins = [], None
     agent_specs, base_specs = specs("agent"), specs("base")
