@@ -1,11 +1,16 @@
-"""One task instance as a typed record, loaded and checked once (corpus loading), read by attribute.
+"""One task instance as a typed record: every contract field (ARCHITECTURE.md, data/schema/instance.schema.json)
+an attribute, built by one normaliser of every input shape (`TaskInstance.from_record`: a corpus's JSON Lines,
+Parquet and `datasets` rows, SWE-bench's flat records), written back by `to_record` and `to_swebench`.
 
-It is also a read-only mapping of its record (SWE-bench field names plus PrototypeBench's extension, as
-ARCHITECTURE.md gives them), so that exports, the schema check and analysts see the same fields.
+It is also a read-only mapping of its record (SWE-bench field names plus PrototypeBench's extension), so that
+exports, the schema check and analysts see the same fields.
 """
 
 from __future__ import annotations
 
+import copy
+import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +20,10 @@ from tasks_lib.core.errors import InputError
 
 # What the engine and grading read; the schema (data/schema/instance.schema.json) checks the rest.
 REQUIRED = ("instance_id", "repo", "base_commit", "patch", "test_patch", "fail_to_pass", "pass_to_pass")
+_LIST_FIELDS = ("fail_to_pass", "pass_to_pass")
+_OPTIONAL_TEXT = ("test_patch_backend", "test_patch_frontend", "hints_text", "notes", "difficulty")
+# A Playwright test id: `file:line:column › describe › title` (docs/analysis.md).
+_PLAYWRIGHT_ID = re.compile(r"^\S+:\d+:\d+ › ")
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,90 @@ def _domain(record: Mapping) -> str:
     return "fullstack" if sides == {Side.BACKEND, Side.FRONTEND} else "backend_only"
 
 
+def _json_list(row: Mapping, key: str, where: str) -> list[str]:
+    value = row.get(key)
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}: field {key!r} is not a JSON list ({exc.msg})") from None
+    if not isinstance(value, list | tuple) or not all(isinstance(t, str) for t in value):
+        raise InputError(f"{where}: field {key!r} must be a list of test ids (strings)")
+    return list(value)
+
+
+def sides_of_flat(row: Mapping, where: str = "") -> dict[str, dict[str, list[str]]]:
+    """`fail_to_pass` / `pass_to_pass` per side from flat fields: the `*_FRONTEND` fields are the frontend's;
+    a Playwright id found in `FAIL_TO_PASS` / `PASS_TO_PASS` (a flat file written by another tool) moves to the
+    frontend too, by its shape, never silently onto the backend."""
+    who = where or f"instance {row.get('instance_id')!r}"
+    out = {}
+    for key in _LIST_FIELDS:
+        flat = _json_list(row, key.upper(), who)
+        frontend = _json_list(row, key.upper() + "_FRONTEND", who)
+        moved = [t for t in flat if _PLAYWRIGHT_ID.match(t)]
+        out[key] = {
+            "backend": [t for t in flat if t not in moved],
+            "frontend": list(dict.fromkeys(frontend + moved)),
+        }
+    return out
+
+
+def normalise(row: Mapping) -> dict:
+    """Any input shape as the corpus record: Parquet / datasets give numpy arrays, NaN and None where JSON
+    Lines gives lists and strings; a flat SWE-bench record gives JSON strings with the frontend's tests apart
+    (tasks_lib/corpus/swebench.py)."""
+    # Parquet via pandas gives NaN for a null string: a missing optional field, like in JSONL.
+    out = {k: v for k, v in dict(row).items() if not (isinstance(v, float) and v != v)}
+    if all(out.get(k) is None for k in _LIST_FIELDS) and any(k.upper() in out for k in _LIST_FIELDS):
+        out.update(sides_of_flat(out))
+        if isinstance(out.get("environment"), str):
+            try:
+                out["environment"] = json.loads(out["environment"] or "{}")
+            except json.JSONDecodeError:
+                out["environment"] = {}
+        for key in ("stack_domain", "contamination_tier"):
+            if out.get(key) == "":
+                out.pop(key)
+    for key in _LIST_FIELDS:
+        value = out.get(key)
+        if isinstance(value, str):  # a list field given as a JSON string
+            value = {"backend": json.loads(value), "frontend": []}
+        value = dict(value or {})
+        out[key] = {
+            side: [str(t) for t in (value.get(side) if value.get(side) is not None else [])]
+            for side in ("backend", "frontend")
+        }
+    out["pr_labels"] = [str(x) for x in (out.get("pr_labels") if out.get("pr_labels") is not None else [])]
+    env = out.get("environment") or {}
+    out["environment"] = {k: v for k, v in dict(env).items() if v is not None}
+    for key in _OPTIONAL_TEXT:
+        if out.get(key) is None:
+            out.pop(key, None)
+    if hasattr(out.get("pr_number"), "item"):
+        out["pr_number"] = int(out["pr_number"])
+    return out
+
+
+def _check(record: Mapping, where: str) -> None:
+    """Refused, naming the instance and the field, when what the harness reads is missing or of the wrong
+    type (the schema checks the rest)."""
+    who = f"{where}: " if where else ""
+    iid = record.get("instance_id") if isinstance(record, Mapping) else None
+    name = f"instance {iid!r}" if isinstance(iid, str) else "an instance"
+    for key in REQUIRED:
+        if key not in record:
+            raise InputError(f"{who}{name}: field {key!r} is missing")
+    for key in _LIST_FIELDS:
+        if not isinstance(record[key], Mapping):
+            raise InputError(f"{who}{name}: field {key!r} must be an object of test lists per side")
+    for key in ("instance_id", "repo", "base_commit", "patch", "test_patch"):
+        if not isinstance(record[key], str):
+            raise InputError(f"{who}{name}: field {key!r} must be a string")
+
+
 @dataclass(frozen=True, eq=False)
 class TaskInstance(Mapping):
     record: dict[str, Any] = field(repr=False)
@@ -58,35 +151,43 @@ class TaskInstance(Mapping):
     created_at: str = ""
     fail_to_pass: SideTests = SideTests()
     pass_to_pass: SideTests = SideTests()
+    schema_version: str = ""
+    pr_number: int | None = None
+    pr_url: str = ""
+    pr_title: str = ""
+    pr_author: str = ""
+    pr_labels: tuple[str, ...] = ()
+    head_commit: str = ""
+    problem_statement: str = ""
+    hints_text: str = ""
+    test_patch_backend: str = ""
+    test_patch_frontend: str = ""
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    difficulty: str = ""
+    notes: str = ""
 
     @classmethod
-    def load(cls, record: Mapping, where: str = "") -> TaskInstance:
-        """A record of a corpus: refused, naming the instance and the field, when what the harness reads is
-        missing or of the wrong type."""
-        who = f"{where}: " if where else ""
-        iid = record.get("instance_id") if isinstance(record, Mapping) else None
-        name = f"instance {iid!r}" if isinstance(iid, str) else "an instance"
+    def from_record(cls, record: Mapping, where: str = "") -> TaskInstance:
+        """The one way in for a record of any shape (`normalise`), refused, naming the instance and the
+        field, when what the harness reads is missing or of the wrong type."""
         if not isinstance(record, Mapping):
-            raise InputError(f"{who}{name} is not an object")
-        for key in REQUIRED:
-            if key not in record:
-                raise InputError(f"{who}{name}: field {key!r} is missing")
-        for key in ("fail_to_pass", "pass_to_pass"):
-            if not isinstance(record[key], Mapping):
-                raise InputError(f"{who}{name}: field {key!r} must be an object of test lists per side")
-        for key in ("instance_id", "repo", "base_commit", "patch", "test_patch"):
-            if not isinstance(record[key], str):
-                raise InputError(f"{who}{name}: field {key!r} must be a string")
+            raise InputError(f"{where + ': ' if where else ''}an instance is not an object")
+        missing = [k for k in _LIST_FIELDS if k not in record and k.upper() not in record]
+        if missing:  # normalising would give it empty lists: an instance with nothing to grade
+            _check({k: v for k, v in record.items() if k not in _LIST_FIELDS}, where)
+        record = normalise(record)
+        _check(record, where)
         if "stack_domain" not in record:  # a flat SWE-bench-style record: the sides with tests say it
             record = {**record, "stack_domain": _domain(record)}
         return cls.of(record)
 
     @classmethod
     def of(cls, record: Mapping) -> TaskInstance:
-        """The typed view of a record the harness already holds (no check)."""
+        """The typed view of a record the harness already holds (no check, no normalising)."""
         if isinstance(record, TaskInstance):
             return record
         rec = dict(record)
+        text = lambda key: rec.get(key) or ""  # noqa: E731
         return cls(
             rec,
             instance_id=rec.get("instance_id", ""),
@@ -99,7 +200,32 @@ class TaskInstance(Mapping):
             created_at=rec.get("created_at", ""),
             fail_to_pass=SideTests.from_record(rec.get("fail_to_pass")),
             pass_to_pass=SideTests.from_record(rec.get("pass_to_pass")),
+            schema_version=text("schema_version"),
+            pr_number=rec.get("pr_number"),
+            pr_url=text("pr_url"),
+            pr_title=text("pr_title"),
+            pr_author=text("pr_author"),
+            pr_labels=tuple(rec.get("pr_labels") or ()),
+            head_commit=text("head_commit"),
+            problem_statement=text("problem_statement"),
+            hints_text=text("hints_text"),
+            test_patch_backend=text("test_patch_backend"),
+            test_patch_frontend=text("test_patch_frontend"),
+            environment=dict(rec.get("environment") or {}),
+            difficulty=text("difficulty"),
+            notes=text("notes"),
         )
+
+    def to_record(self) -> dict[str, Any]:
+        """The corpus record (a copy: the instance stays as it was)."""
+        return copy.deepcopy(self.record)
+
+    def to_swebench(self) -> dict[str, str]:
+        """SWE-bench's flat record of this instance (`corpus.swebench`: strings only, lists JSON-encoded, the
+        frontend's tests apart)."""
+        from tasks_lib.corpus import swebench
+
+        return swebench.to_swebench(self)
 
     def tests(self, side: Side | str) -> tuple[list[str], list[str]]:
         """(FAIL_TO_PASS, PASS_TO_PASS) of one side."""

@@ -11,45 +11,6 @@ from tasks_lib.core.errors import InputError
 from tasks_lib.corpus.instance import TaskInstance
 from tasks_lib.sources.record import SourceRecord, available_sources, load_source
 
-_LIST_FIELDS = ("fail_to_pass", "pass_to_pass")
-
-
-def _normalise(row: dict) -> dict:
-    """Parquet / datasets give numpy arrays and None where JSONL gives lists and strings."""
-    # Parquet via pandas gives NaN for a null string: a missing optional field, like in JSONL.
-    out = {k: v for k, v in dict(row).items() if not (isinstance(v, float) and v != v)}
-    if all(out.get(k) is None for k in _LIST_FIELDS) and any(k.upper() in out for k in _LIST_FIELDS):
-        # A flat SWE-bench record: JSON strings, the frontend's tests apart (tasks_lib/corpus/swebench.py).
-        from tasks_lib.corpus import swebench
-
-        out.update(swebench.sides_of_flat(out))
-        if isinstance(out.get("environment"), str):
-            try:
-                out["environment"] = json.loads(out["environment"] or "{}")
-            except json.JSONDecodeError:
-                out["environment"] = {}
-        for key in ("stack_domain", "contamination_tier"):
-            if out.get(key) == "":
-                out.pop(key)
-    for key in _LIST_FIELDS:
-        value = out.get(key)
-        if isinstance(value, str):  # a list field given as a JSON string
-            value = {"backend": json.loads(value), "frontend": []}
-        value = dict(value or {})
-        out[key] = {
-            side: [str(t) for t in (value.get(side) if value.get(side) is not None else [])]
-            for side in ("backend", "frontend")
-        }
-    out["pr_labels"] = [str(x) for x in (out.get("pr_labels") if out.get("pr_labels") is not None else [])]
-    env = out.get("environment") or {}
-    out["environment"] = {k: v for k, v in dict(env).items() if v is not None}
-    for key in ("test_patch_backend", "test_patch_frontend", "hints_text", "notes", "difficulty"):
-        if out.get(key) is None:
-            out.pop(key, None)
-    if hasattr(out.get("pr_number"), "item"):
-        out["pr_number"] = int(out["pr_number"])
-    return out
-
 
 def _read_jsonl(path: Path) -> list[dict]:
     return [
@@ -134,7 +95,7 @@ def _corpus_path(spec: str) -> Path | list[TaskInstance]:
 
 def _instances(rows, where) -> list[TaskInstance]:
     """The corpus's records, normalised and checked once, as typed instances."""
-    return [TaskInstance.load(_normalise(r), where=str(where)) for r in rows]
+    return [TaskInstance.from_record(r, where=str(where)) for r in rows]
 
 
 def _from_disk(path: Path) -> list[TaskInstance]:

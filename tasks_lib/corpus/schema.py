@@ -240,38 +240,3 @@ def validate_instance(
     if commit_exists is not None:
         _check_commits(instance, commit_exists, errors)
     return errors
-
-
-def _environment_version(env: dict[str, Any]) -> str:
-    """SWE-bench keys environments by `version`; ours are keyed by toolchain and lock hashes."""
-    parts = [f"py{env.get('python_version', '')}", f"node{env.get('node_version', '')}"]
-    for key, label in (("uv_lock_sha", "uv"), ("bun_lock_sha", "bun")):
-        sha = env.get(key) or ""
-        if sha:
-            parts.append(f"{label}:{sha.removeprefix('sha256:')[:12]}")
-    return "-".join(parts)
-
-
-def to_swebench(instance: dict[str, Any]) -> dict[str, Any]:
-    """The instance in plain SWE-bench shape: its twelve fields, FAIL_TO_PASS / PASS_TO_PASS as
-    JSON strings of the backend then the frontend ids, `version` naming the environment and
-    `environment_setup_commit` defaulting to the base commit. `difficulty` is kept when set."""
-    env = instance.get("environment") or {}
-    f2p, p2p = instance["fail_to_pass"], instance["pass_to_pass"]
-    out = {
-        "repo": instance["repo"],
-        "instance_id": instance["instance_id"],
-        "base_commit": instance["base_commit"],
-        "patch": instance["patch"],
-        "test_patch": instance["test_patch"],
-        "problem_statement": instance["problem_statement"],
-        "hints_text": instance.get("hints_text") or "",
-        "created_at": instance["created_at"],
-        "version": _environment_version(env),
-        "FAIL_TO_PASS": json.dumps(list(f2p.get("backend", [])) + list(f2p.get("frontend", []))),
-        "PASS_TO_PASS": json.dumps(list(p2p.get("backend", [])) + list(p2p.get("frontend", []))),
-        "environment_setup_commit": env.get("setup_commit") or instance["base_commit"],
-    }
-    if instance.get("difficulty"):
-        out["difficulty"] = instance["difficulty"]
-    return out

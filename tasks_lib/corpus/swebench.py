@@ -15,11 +15,9 @@ RESOLVED_FULL. Such instances are not in the flat export unless asked for (`grad
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from tasks_lib.core.errors import InputError
 from tasks_lib.corpus.instance import TaskInstance
 
 SWEBENCH_FIELDS = (
@@ -38,16 +36,14 @@ SWEBENCH_FIELDS = (
 )
 FRONTEND_FIELDS = ("FAIL_TO_PASS_FRONTEND", "PASS_TO_PASS_FRONTEND")
 EXTRA_FIELDS = ("stack_domain", "contamination_tier", "pr_number", "pr_url", "head_commit", "notes")
-# A Playwright test id: `file:line:column › describe › title` (docs/analysis.md).
-_PLAYWRIGHT_ID = re.compile(r"^\S+:\d+:\d+ › ")
 
 
 def to_swebench(instance: Mapping) -> dict:
     """One corpus record as a flat SWE-bench record (strings only, lists JSON-encoded)."""
     inst = TaskInstance.of(instance)
+    env = inst.environment
     f2p_b, p2p_b = inst.tests("backend")
     f2p_f, p2p_f = inst.tests("frontend")
-    env = inst.get("environment") or {}
     row = {
         "instance_id": inst.instance_id,
         "repo": inst.repo,
@@ -60,7 +56,8 @@ def to_swebench(instance: Mapping) -> dict:
         # SWE-bench groups instances by the repository's version for its environment specs; ours are keyed by
         # the lock, so the version is the lock's hash (what decides the environment).
         "version": env.get("backend_lock_sha") or env.get("uv_lock_sha") or "",
-        "environment_setup_commit": inst.base_commit,
+        # Where the environment is set up: the record's `environment.setup_commit` when it names one.
+        "environment_setup_commit": env.get("setup_commit") or inst.base_commit,
         "FAIL_TO_PASS": json.dumps(f2p_b),
         "PASS_TO_PASS": json.dumps(p2p_b),
         "FAIL_TO_PASS_FRONTEND": json.dumps(f2p_f),
@@ -80,37 +77,6 @@ def gradable(instances: Iterable[Mapping]) -> tuple[list[Mapping], list[Mapping]
     for instance in instances:
         (kept if TaskInstance.of(instance).tests("backend")[0] else left).append(instance)
     return kept, left
-
-
-def _json_list(row: Mapping, key: str, where: str) -> list[str]:
-    value = row.get(key)
-    if value is None or value == "":
-        return []
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{where}: field {key!r} is not a JSON list ({exc.msg})") from None
-    if not isinstance(value, list | tuple) or not all(isinstance(t, str) for t in value):
-        raise InputError(f"{where}: field {key!r} must be a list of test ids (strings)")
-    return list(value)
-
-
-def sides_of_flat(row: Mapping, where: str = "") -> dict[str, dict[str, list[str]]]:
-    """`fail_to_pass` / `pass_to_pass` per side from flat fields: the `*_FRONTEND` fields are the frontend's;
-    a Playwright id found in `FAIL_TO_PASS` / `PASS_TO_PASS` (a flat file written by another tool) moves to the
-    frontend too, by its shape, never silently onto the backend."""
-    who = where or f"instance {row.get('instance_id')!r}"
-    out = {}
-    for key in ("fail_to_pass", "pass_to_pass"):
-        flat = _json_list(row, key.upper(), who)
-        frontend = _json_list(row, key.upper() + "_FRONTEND", who)
-        moved = [t for t in flat if _PLAYWRIGHT_ID.match(t)]
-        out[key] = {
-            "backend": [t for t in flat if t not in moved],
-            "frontend": list(dict.fromkeys(frontend + moved)),
-        }
-    return out
 
 
 def write(instances: Iterable[Mapping], out: Path) -> Path:

@@ -19,7 +19,7 @@ import pytest
 from tasks_lib.core import paths
 from tasks_lib.core.errors import InputError
 from tasks_lib.corpus import load as corpus
-from tasks_lib.corpus import schema
+from tasks_lib.corpus.instance import TaskInstance
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "instance-1396.jsonl"
 PUBLISHED = json.loads(FIXTURE.read_text().splitlines()[0])
@@ -163,7 +163,7 @@ def test_lowercase_label_fields_as_json_strings_are_decoded(tmp_path):
 def test_flat_swebench_export_keeps_its_labels(tmp_path):
     """Rule: the project's own plain SWE-bench export (FAIL_TO_PASS as a JSON string) loads with its tests;
     losing them would make every instance ungradable ('no tests to grade')."""
-    (tmp_path / "swe.jsonl").write_text(json.dumps(schema.to_swebench(PUBLISHED)) + "\n")
+    (tmp_path / "swe.jsonl").write_text(json.dumps(TaskInstance.of(PUBLISHED).to_swebench()) + "\n")
     (loaded,) = corpus.load_corpus(tmp_path / "swe.jsonl")
     assert loaded["fail_to_pass"]["backend"] == PUBLISHED["fail_to_pass"]["backend"]
     assert loaded["pass_to_pass"]["backend"] == PUBLISHED["pass_to_pass"]["backend"]
@@ -171,7 +171,7 @@ def test_flat_swebench_export_keeps_its_labels(tmp_path):
 
 def test_flat_swebench_export_loads(tmp_path):
     """Rule: a flat SWE-bench export is accepted as a corpus file, with ids and patches intact."""
-    (tmp_path / "swe.jsonl").write_text(json.dumps(schema.to_swebench(PUBLISHED)) + "\n")
+    (tmp_path / "swe.jsonl").write_text(json.dumps(TaskInstance.of(PUBLISHED).to_swebench()) + "\n")
     (loaded,) = corpus.load_corpus(tmp_path / "swe.jsonl")
     assert loaded["instance_id"] == PUBLISHED["instance_id"]
     assert loaded["patch"] == PUBLISHED["patch"]

@@ -12,7 +12,8 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from tasks_lib.core.constants import SCHEMA_VERSION
-from tasks_lib.corpus.schema import load_schema, to_swebench, validate_instance
+from tasks_lib.corpus.instance import TaskInstance
+from tasks_lib.corpus.schema import load_schema, validate_instance
 from tasks_lib.sources.record import parse_source
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "instance-1396.jsonl"
@@ -304,24 +305,23 @@ SWEBENCH_FIELDS = {
 
 
 def test_swebench_export_is_flat_with_json_string_test_lists():
-    """Rule: the export has SWE-bench's fields; FAIL_TO_PASS / PASS_TO_PASS are JSON strings of backend then frontend."""
-    out = to_swebench(instance())
-    assert set(out) == SWEBENCH_FIELDS
-    assert json.loads(out["FAIL_TO_PASS"]) == [
-        "tests/test_items.py::test_archive",
-        "tests/items.spec.ts:42:3 › Items › archive",
-    ]
+    """Rule: the export (one: `TaskInstance.to_swebench`) has SWE-bench's fields, strings only; FAIL_TO_PASS /
+    PASS_TO_PASS are the pytest ids as JSON strings, the Playwright ids apart in the `*_FRONTEND` fields."""
+    out = TaskInstance.of(instance()).to_swebench()
+    assert set(out) >= SWEBENCH_FIELDS
+    assert json.loads(out["FAIL_TO_PASS"]) == ["tests/test_items.py::test_archive"]
+    assert json.loads(out["FAIL_TO_PASS_FRONTEND"]) == ["tests/items.spec.ts:42:3 › Items › archive"]
     assert json.loads(out["PASS_TO_PASS"]) == ["tests/test_items.py::test_list"]
     assert out["environment_setup_commit"] == SETUP
     assert all(isinstance(v, str) for v in out.values())
 
 
 def test_swebench_export_of_the_published_instance():
-    """Rule: without a setup commit the environment is set up at base; the version names the environment."""
+    """Rule: without a setup commit the environment is set up at base; the version names the lock."""
     inst = published()
-    out = to_swebench(inst)
+    out = TaskInstance.of(inst).to_swebench()
     assert out["environment_setup_commit"] == inst["base_commit"]
     assert out["hints_text"] == ""
     assert json.loads(out["FAIL_TO_PASS"]) == inst["fail_to_pass"]["backend"]
-    assert out["version"].startswith("py3.10-node20")
-    assert to_swebench(published())["version"] == out["version"]
+    assert out["version"] == inst["environment"]["uv_lock_sha"]
+    assert TaskInstance.of(published()).to_swebench() == out

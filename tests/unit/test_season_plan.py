@@ -85,7 +85,7 @@ def test_a_task_instance_is_typed_and_reads_like_its_record():
     """Rule: a corpus record is checked once and read by attribute; it stays a read-only mapping of the
     record (exports, the schema check and analysts see the same fields)."""
     record = json.loads(FIXTURE.read_text())
-    inst = TaskInstance.load(record, where="fixture")
+    inst = TaskInstance.from_record(record, where="fixture")
     assert inst.instance_id == record["instance_id"] and inst["pr_number"] == record["pr_number"]
     assert inst.tests("backend") == (record["fail_to_pass"]["backend"], record["pass_to_pass"]["backend"])
     assert inst.sides() == ["backend"] and dict(inst) == record and inst == record
@@ -100,16 +100,16 @@ def test_a_record_missing_what_the_harness_reads_is_refused_naming_it(drop, fiel
     record = json.loads(FIXTURE.read_text())
     del record[drop]
     with pytest.raises(InputError, match=f"field '{field}' is missing") as info:
-        TaskInstance.load(record, where="corpus.jsonl")
+        TaskInstance.from_record(record, where="corpus.jsonl")
     assert "corpus.jsonl" in str(info.value) and record["instance_id"] in str(info.value)
 
 
 def test_a_flat_record_without_a_domain_gets_the_one_its_tests_say():
     record = json.loads(FIXTURE.read_text())
     del record["stack_domain"]
-    assert TaskInstance.load(record).stack_domain == "backend_only"
+    assert TaskInstance.from_record(record).stack_domain == "backend_only"
     record["fail_to_pass"] = {"backend": ["a"], "frontend": ["b"]}
-    assert TaskInstance.load(record).stack_domain == "fullstack"
+    assert TaskInstance.from_record(record).stack_domain == "fullstack"
 
 
 def test_the_harness_key_changes_with_the_harness_version_the_record_and_the_runner(monkeypatch, tmp_path):
@@ -179,3 +179,28 @@ def test_the_harness_key_changes_with_the_base_images_and_the_harness_version(mo
     assert key != season_plan.harness_key(source, "base=sha256:1;postgres=sha256:2")
     monkeypatch.setattr(constants, "HARNESS_VERSION", constants.HARNESS_VERSION + ".dev")
     assert key != season_plan.harness_key(source, "base=sha256:1;postgres=sha256:2")
+
+
+@pytest.mark.parametrize("name", ["v0.2", "v0.3"])
+def test_every_committed_instance_reads_back_as_it_was_written_with_every_contract_field_typed(name):
+    """Rule: `from_record` is the one way in and `to_record` gives the record back unchanged, for every
+    instance of the committed corpora; each field of the contract is an attribute equal to the record's."""
+    from tasks_lib.core import paths
+    from tasks_lib.corpus.schema import load_schema
+
+    contract = list(load_schema()["properties"])
+    path = paths.data_dir() / "corpus" / name / "instances.jsonl"
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        inst = TaskInstance.from_record(record, where=str(path))
+        assert inst.to_record() == record
+        for key in contract:
+            value = getattr(inst, key)
+            if key in ("fail_to_pass", "pass_to_pass"):
+                value = {"backend": list(value.backend), "frontend": list(value.frontend)}
+            elif key == "pr_labels":
+                value = list(value)
+            assert value == record.get(key, value if value in ("", None) else object()), (
+                inst.instance_id,
+                key,
+            )
