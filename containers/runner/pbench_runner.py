@@ -41,13 +41,13 @@ from pbench_proc import (  # noqa: E402
     run,
     run_untrusted,
 )
+from pbench_protocol import JOB_FILE, OUTPUT_CAP_BYTES, PHASE_FILE, Phase, RunnerStatus, write_result  # noqa: E402
 
 IN = Path("/pbench/in")
 STAGE = Path("/pbench/stage")  # where the test user's runner writes its reports (made just before the tests)
 TOOLS = Path(__file__).parent
 TEST_HOME = Path("/tmp/pbench-home")
 BASE_TAG = protect.BASE_TAG
-DEFAULT_OUTPUT_CAP = 64 * 2**20
 
 APPLY_METHODS = (
     ("git apply", ["git", "apply", "--verbose", "--whitespace=nowarn"]),
@@ -61,9 +61,9 @@ pytest_section_changed = protect.pytest_section_changed
 kill_test_user = kill_all_others
 
 
-def phase(name: str) -> None:
+def phase(name: Phase) -> None:
     """How far the run got (read by the host after a wall-clock kill): patches, prestart, serving, tests."""
-    with open(OUT / "phase", "a") as fh:
+    with open(OUT / PHASE_FILE, "a") as fh:
         fh.write(f"{name} {time.time():.3f}\n")
 
 
@@ -144,9 +144,9 @@ class Run:
         self.job = job
         self.repo = Path(job["repo_dir"])
         self.workdir = self.repo / job.get("workdir", ".")
-        self.budget = OutputBudget(int(job.get("output_cap", DEFAULT_OUTPUT_CAP)))
+        self.budget = OutputBudget(int(job.get("output_cap", OUTPUT_CAP_BYTES)))
         self.result = {
-            "status": "completed",
+            "status": RunnerStatus.COMPLETED,
             "patches": [],
             "restored": [],
             "prestart": [],
@@ -171,12 +171,12 @@ class Run:
         if self.guard is not None:
             self.result["tampering"] += self.guard.finish()
         self.result["tampering"] = list(dict.fromkeys(self.result["tampering"]))
-        if self.budget.exceeded_by and status not in ("patch_apply_failed",):
-            status = "output_limit"
+        if self.budget.exceeded_by and status != RunnerStatus.PATCH_APPLY_FAILED:
+            status = RunnerStatus.OUTPUT_LIMIT
             self.result["output_limit"] = {"cap": self.budget.cap, "by": self.budget.exceeded_by}
         self.result["status"] = status
         self.result["timings"] = self.timings
-        (OUT / "result.json").write_text(json.dumps(self.result, indent=2))
+        write_result(OUT, self.result)
         return 0
 
     def _rules(self):
@@ -309,7 +309,7 @@ class Run:
             return
         import pbench_frontend
 
-        phase("serving")
+        phase(Phase.SERVING)
         self.servers = pbench_frontend.start_servers(self, OUT)
 
     def await_gate(self) -> None:
@@ -320,13 +320,13 @@ class Run:
         if not probes:
             return
         if self.servers is None:  # otherwise the repository's code runs already: its phase stands
-            phase("services")
+            phase(Phase.SERVICES)
         t0 = time.monotonic()
         pbench_await.wait_for(probes)
         self.timings["gate_wait_s"] = round(time.monotonic() - t0, 3)
 
     def prestart(self) -> bool:
-        phase("prestart")
+        phase(Phase.PRESTART)
         t0 = time.monotonic()
         for cmd in self.job.get("prestart", []):
             code, secs = run_untrusted(
@@ -344,9 +344,9 @@ class Run:
         """The backend-serve container of a frontend run: the server runs until the container is removed;
         its output goes through the capped pipe like every other process of the repository's code."""
         self.timings["serve_started_at"] = time.time()
-        self.result["status"] = "serving"
-        (OUT / "result.json").write_text(json.dumps(self.result | {"timings": self.timings}, indent=2))
-        phase("serving")
+        self.result["status"] = RunnerStatus.SERVING
+        write_result(OUT, self.result | {"timings": self.timings})
+        phase(Phase.SERVING)
         server = Untrusted(
             ["/bin/sh", "-c", "exec " + self.job["test"]["command"]],
             self.workdir,
@@ -358,7 +358,7 @@ class Run:
         code = server.wait()
         server.close(code)
         self.result["test"] = {"command": self.job["test"]["command"], "exit_code": code}
-        return self.finish("serve_exited")
+        return self.finish(RunnerStatus.SERVE_EXITED)
 
     def pytest(self):
         test = self.job["test"]
@@ -375,7 +375,7 @@ class Run:
         env["PBENCH_PROTECTED_JSON"] = str(TOOLS / "protected.json")
         if self.job.get("pytest_plugins") is not None:
             env["PBENCH_PYTEST_PLUGINS"] = json.dumps(self.job["pytest_plugins"])
-        phase("tests")
+        phase(Phase.TESTS)
         code, secs = run_untrusted(cmd, self.workdir, OUT / "test.log", env, self.budget, channel=channel)
         self.result["test"] = {
             "command": cmd,
@@ -393,7 +393,7 @@ class Run:
         if runner == "playwright":
             import pbench_frontend
 
-            phase("tests")
+            phase(Phase.TESTS)
             self.result["test"] = pbench_frontend.run_playwright(self, OUT, started=self.servers)
             self.timings.update(self.result["test"].get("timings", {}))
         else:
@@ -401,7 +401,7 @@ class Run:
         self.result["tampering"] += self.guard.scan("after the tests")
         if runner == "pytest":
             collect_stage(self.stage, self.budget)
-        return self.finish("completed")
+        return self.finish(RunnerStatus.COMPLETED)
 
 
 def pytest_command(test: dict, env: dict, workdir: Path, repo: Path):
@@ -444,17 +444,17 @@ def pytest_command(test: dict, env: dict, workdir: Path, repo: Path):
 
 def main() -> int:
     print(pbench_dns.start(), flush=True)  # before any lookup (the gate's) and any code of the repository
-    job = json.loads((IN / "job.json").read_text())
+    job = json.loads((IN / JOB_FILE).read_text())
     lock_down()
     run_ = Run(job)
-    phase("patches")
+    phase(Phase.PATCHES)
     if not run_.patches():
-        return run_.finish("patch_apply_failed")
+        return run_.finish(RunnerStatus.PATCH_APPLY_FAILED)
     run_.freeze()
     run_.serve_early()
     run_.await_gate()
     if not run_.prestart():
-        return run_.finish("prestart_failed")
+        return run_.finish(RunnerStatus.PRESTART_FAILED)
     return run_.tests()
 
 

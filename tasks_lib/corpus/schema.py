@@ -16,9 +16,10 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from tasks_lib.core import globs, paths
+from tasks_lib.core import paths
 from tasks_lib.core.constants import Side
 from tasks_lib.formats.patches import FileDiff, PatchFormatError, changed_paths, file_diffs, validate_patch
+from tasks_lib.protocol import globs
 from tasks_lib.sources.record import SourceRecord
 
 SCHEMA_PATH = paths.PROJECT_ROOT / "data" / "schema" / "instance.schema.json"

@@ -20,9 +20,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tasks_lib.core import globs, paths
+from tasks_lib.core import paths
 from tasks_lib.core.constants import StackDomain
 from tasks_lib.core.errors import InputError, SourceError
+from tasks_lib.protocol import globs
 from tasks_lib.sources.crawl.base import TIMESTAMP, PullRequest, normalize_login, write_table_atomic
 from tasks_lib.sources.record import SourceRecord
 

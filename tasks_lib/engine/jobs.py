@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tasks_lib.core import globs, paths
+from tasks_lib import protocol
+from tasks_lib.core import paths
 from tasks_lib.engine import witnesses
 from tasks_lib.engine.records import DB_PORT, PINNED_ENV, RunRequest, service_aliases
 from tasks_lib.engine.stack import tar
-from tasks_lib.formats import jsonc
 from tasks_lib.sources.record import SourceRecord
 
 RUNNER_FILES = (
@@ -38,8 +38,8 @@ def tool_files(frontend: bool) -> dict[str, bytes]:
     """The harness's code for /pbench/tools (root's, read-only to everyone else)."""
     runner = paths.containers_dir() / "runner"
     files = {name: (runner / name).read_bytes() for name in RUNNER_FILES}
-    files["pbench_globs.py"] = Path(globs.__file__).read_bytes()
-    files["pbench_jsonc.py"] = Path(jsonc.__file__).read_bytes()
+    shipped = Path(protocol.__file__).parent
+    files |= {name: (shipped / module).read_bytes() for module, name in protocol.SHIPPED.items()}
     if frontend:
         files |= {n: (paths.containers_dir() / "frontend" / n).read_bytes() for n in FRONTEND_TOOL_FILES}
     return files

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tasks_lib.core.constants import Outcome, RunStatus, Side
+from tasks_lib.protocol import wire
 from tasks_lib.sources.record import SourceRecord
 
 # Pinned so that the same patch gets the same verdict: hash seeds, time zone, locale.
@@ -19,9 +20,7 @@ PINNED_ENV = {
     "PYTHONDONTWRITEBYTECODE": "1",
     "PYTHONNOUSERSITE": "1",
 }
-# Everything the code under test prints, per run, all logs and reports together: past it the run is stopped
-# (inside the container) and charged to the patch. The host never holds more than this of one run.
-OUTPUT_CAP_BYTES = 64 * 2**20
+OUTPUT_CAP_BYTES = wire.OUTPUT_CAP_BYTES  # the protocol's (tasks_lib/protocol/wire.py): both sides read it
 DB_ALIAS = "db"
 DB_PORT = 5432
 

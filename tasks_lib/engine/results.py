@@ -14,19 +14,15 @@ from tasks_lib.core.constants import Blame, Outcome, RunStatus
 from tasks_lib.engine import witnesses
 from tasks_lib.engine.records import RunResult
 from tasks_lib.formats import evidence, junit, playwright_report
+from tasks_lib.protocol import wire
 
-# Where the run was when it stopped (the runner's /pbench/out/phase): from "prestart" on, the patch's own
-# code runs, and a run stopped by the wall clock or the output cap is the patch's.
-PATCH_PHASES = ("prestart", "serving", "tests")
-_RUNNER_STATUS = {"output_limit": RunStatus.OUTPUT_LIMIT, "serve_exited": RunStatus.PRESTART_FAILED}
-
-
-def last_phase(out: Path) -> str | None:
-    try:
-        lines = (out / "phase").read_text().split()
-    except OSError:
-        return None
-    return lines[-2] if len(lines) >= 2 else None
+# The runner's statuses that are not the host's own (every other one is a RunStatus of the same name).
+_RUNNER_STATUS = {
+    wire.RunnerStatus.OUTPUT_LIMIT: RunStatus.OUTPUT_LIMIT,
+    wire.RunnerStatus.SERVE_EXITED: RunStatus.PRESTART_FAILED,
+}
+PATCH_PHASES = wire.PATCH_PHASES
+last_phase = wire.last_phase
 
 
 def blame_for_stop(out: Path) -> str:
@@ -40,12 +36,13 @@ def _log(out: Path, name: str = "test.log") -> str:
 
 def runner_result(result: RunResult, out: Path, runner_exit: int | None) -> dict | None:
     """The common part of /pbench/out/result.json; None when the run did not reach its tests."""
-    res_path = out / "result.json"
-    if not res_path.exists():
+    res = wire.read_result(out)
+    if res is None:
         result.status = RunStatus.INFRA_ERROR
-        result.error = f"the runner wrote no result.json (runner exit {runner_exit}); see container.log"
+        result.error = (
+            f"the runner wrote no {wire.RESULT_FILE} (runner exit {runner_exit}); see container.log"
+        )
         return None
-    res = json.loads(res_path.read_text())
     result.patch_methods = {p["name"]: p["method"] for p in res.get("patches", [])}
     result.restored = res.get("restored", [])
     result.restored_why = res.get("restored_why", {})

@@ -19,6 +19,7 @@ from tasks_lib.engine.records import RunRequest, RunResult
 from tasks_lib.engine.stack import Stack, copy_logs, extract_out
 from tasks_lib.formats import playwright_report
 from tasks_lib.images import build as images
+from tasks_lib.protocol import wire
 from tasks_lib.sources import gitops
 
 log = logging.getLogger(__name__)
@@ -256,8 +257,7 @@ def _serving(side: _Side, server) -> bool:
             server.kill()
         extract_out(server, serve_out, request.output_cap)
         (serve_out / "container.log").write_text(str(exc))
-        res_path = serve_out / "result.json"
-        res = json.loads(res_path.read_text()) if res_path.exists() else {}
+        res = wire.read_result(serve_out) or {}
         result.patch_methods = {p["name"]: p["method"] for p in res.get("patches", [])}
         result.tampering += res.get("tampering", [])
         result.blame = results.blame_for_stop(serve_out)
@@ -265,7 +265,7 @@ def _serving(side: _Side, server) -> bool:
             result.status = RunStatus.PATCH_APPLY_FAILED
         elif isinstance(exc, TimeoutError):
             result.status = RunStatus.TIMEOUT if result.blame == Blame.PATCH else RunStatus.INFRA_ERROR
-        elif res.get("status") == "output_limit":
+        elif res.get("status") == wire.RunnerStatus.OUTPUT_LIMIT:
             result.status = RunStatus.OUTPUT_LIMIT
         else:
             result.status = RunStatus.PRESTART_FAILED

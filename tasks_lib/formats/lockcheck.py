@@ -15,8 +15,8 @@ import tomllib
 from collections.abc import Mapping
 
 from tasks_lib.core.constants import Status
-from tasks_lib.formats.jsonc import read_jsonc
 from tasks_lib.formats.patches import PatchProblem
+from tasks_lib.protocol.jsonc import read_jsonc
 
 DEFAULT_NPM_REGISTRY = "https://registry.npmjs.org/"
 _REQ_LINE = re.compile(

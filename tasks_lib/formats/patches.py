@@ -19,8 +19,8 @@ from typing import Protocol
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
-from tasks_lib.core import globs
 from tasks_lib.core.constants import Side, Status
+from tasks_lib.protocol import globs
 
 _HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _BINARY_FILES_RE = re.compile(r"^Binary files (.+) and (.+) differ$")

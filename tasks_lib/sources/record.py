@@ -16,13 +16,14 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-from tasks_lib.core import globs, paths
+from tasks_lib.core import paths
 from tasks_lib.core.constants import Side, StackDomain
 from tasks_lib.core.errors import SourceError
 from tasks_lib.core.record_fields import Fields as _Fields
 from tasks_lib.core.record_fields import prefix as _prefix
 from tasks_lib.core.record_fields import rel_dir as _rel_dir
 from tasks_lib.core.record_fields import rel_path as _rel_path
+from tasks_lib.protocol import globs
 
 INSTALLERS = ("pip", "uv")
 FRONTEND_PACKAGE_MANAGERS = ("npm", "bun")

@@ -11,12 +11,13 @@ import pytest
 @pytest.fixture(scope="module")
 def runner_import():
     """Import modules of the in-container runner as the container has them: containers/runner on sys.path,
-    the host modules it ships under other names (pbench_globs, pbench_jsonc) in place."""
-    from tasks_lib.core import globs, paths
-    from tasks_lib.formats import jsonc
+    the protocol's modules under the names they are shipped as (tasks_lib/protocol: pbench_protocol, ...)."""
+    from tasks_lib import protocol
+    from tasks_lib.core import paths
 
-    sys.modules.setdefault("pbench_globs", globs)
-    sys.modules.setdefault("pbench_jsonc", jsonc)
+    for module, name in protocol.SHIPPED.items():
+        shipped = importlib.import_module(f"tasks_lib.protocol.{module.removesuffix('.py')}")
+        sys.modules.setdefault(name.removesuffix(".py"), shipped)
     folder = str(paths.containers_dir() / "runner")
     sys.path.insert(0, folder)
     try:

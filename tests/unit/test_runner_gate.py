@@ -16,15 +16,16 @@ import time
 
 import pytest
 
-from tasks_lib.core import globs, paths
+from tasks_lib import protocol
+from tasks_lib.core import paths
 from tasks_lib.engine import results
-from tasks_lib.formats import jsonc
 
 
 @pytest.fixture
 def runner(monkeypatch, tmp_path):
-    sys.modules.setdefault("pbench_globs", globs)
-    sys.modules.setdefault("pbench_jsonc", jsonc)
+    for module, name in protocol.SHIPPED.items():  # the protocol's modules under their shipped names
+        shipped = importlib.import_module(f"tasks_lib.protocol.{module.removesuffix('.py')}")
+        sys.modules.setdefault(name.removesuffix(".py"), shipped)
     monkeypatch.syspath_prepend(str(paths.containers_dir() / "runner"))
     module = importlib.import_module("pbench_runner")
     (tmp_path / "out").mkdir()

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tasks_lib.core import globs, paths
+from tasks_lib.core import paths
 from tasks_lib.core.constants import Side, StackDomain
 from tasks_lib.core.errors import InputError, SourceError
+from tasks_lib.protocol import globs
 from tasks_lib.sources.record import SourceRecord, load_source, load_source_file
 
 SHOP = textwrap.dedent(
