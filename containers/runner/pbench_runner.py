@@ -41,7 +41,15 @@ from pbench_proc import (  # noqa: E402
     run,
     run_untrusted,
 )
-from pbench_protocol import JOB_FILE, OUTPUT_CAP_BYTES, PHASE_FILE, Phase, RunnerStatus, write_result  # noqa: E402
+from pbench_protocol import (  # noqa: E402
+    JOB_FILE,
+    OUTPUT_CAP_BYTES,
+    PHASE_FILE,
+    SERVE,
+    Phase,
+    RunnerStatus,
+    write_result,
+)
 
 IN = Path("/pbench/in")
 STAGE = Path("/pbench/stage")  # where the test user's runner writes its reports (made just before the tests)
@@ -244,7 +252,7 @@ class Run:
                 text = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError):
                 continue
-            plan = pbench_witness.plan_spec if playwright else pbench_witness.plan_pytest
+            plan = getattr(pbench_witness, WITNESS_PLANS[spec.get("runner", "pytest")])
             new_text, found = plan(text, models, rng)
             if not found:
                 continue
@@ -386,22 +394,32 @@ class Run:
         }
         self.timings["test_s"] = secs
 
+    def playwright(self):
+        import pbench_frontend
+
+        phase(Phase.TESTS)
+        self.result["test"] = pbench_frontend.run_playwright(self, OUT, started=self.servers)
+        self.timings.update(self.result["test"].get("timings", {}))
+
     def tests(self):
         runner = self.job["test"]["runner"]
-        if runner == "serve":
+        if runner == SERVE:
             return self.serve()
-        if runner == "playwright":
-            import pbench_frontend
-
-            phase(Phase.TESTS)
-            self.result["test"] = pbench_frontend.run_playwright(self, OUT, started=self.servers)
-            self.timings.update(self.result["test"].get("timings", {}))
-        else:
-            self.pytest()
+        if runner not in TEST_RUNNERS:
+            raise SystemExit(f"job: no test runner {runner!r} (known: {', '.join(TEST_RUNNERS)})")
+        TEST_RUNNERS[runner](self)
         self.result["tampering"] += self.guard.scan("after the tests")
-        if runner == "pytest":
+        if runner == "pytest":  # its reports were staged by the test user: copied out after the scan
             collect_stage(self.stage, self.budget)
         return self.finish(RunnerStatus.COMPLETED)
+
+
+# The test runners, by the name a job gives (protocol's TEST_RUNNERS; the host's registry is
+# tasks_lib/engine/runners.py): the function that runs the job's tests, and pbench_witness's planner of the
+# witnesses written into its test files. Runner-specific set-up beside them: Playwright's node_modules links,
+# tsconfig and package protections in `Run.freeze`, its dev server in `Run.serve_early`.
+TEST_RUNNERS = {"pytest": Run.pytest, "playwright": Run.playwright}
+WITNESS_PLANS = {"pytest": "plan_pytest", "playwright": "plan_spec"}
 
 
 def pytest_command(test: dict, env: dict, workdir: Path, repo: Path):

@@ -8,7 +8,7 @@ harness's runner applies the patches, protects the tree, runs the prestart steps
 Public steps, for the benchmarks and for whoever wants to run a part by hand: `env_images` (images of a run),
 `Stack` (its Docker objects), `services.start_services` / `services.wait_for_postgres` /
 `services.wait_for_http`, `jobs.backend_job` / `jobs.serve_job` / `jobs.frontend_job` / `jobs.archive`
-(what a container is given), `results.reader_for(runner)` (reading what it left).
+(what a container is given), `runners.get(name).read` (reading what it left; the test runners' registry).
 """
 
 from __future__ import annotations

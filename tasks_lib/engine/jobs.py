@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tasks_lib import protocol
 from tasks_lib.core import paths
-from tasks_lib.engine import witnesses
+from tasks_lib.engine import runners, witnesses
 from tasks_lib.engine.records import DB_PORT, PINNED_ENV, RunRequest, service_aliases
 from tasks_lib.engine.stack import tar
 from tasks_lib.sources.record import SourceRecord
@@ -98,7 +98,7 @@ def _witness_spec(request: RunRequest, runner: str) -> dict | None:
     """Witnesses for a run with an untrusted patch, in the files of the graded tests (`witnesses.job_spec`)."""
     if not request.untrusted or not request.graded:
         return None
-    spec = witnesses.job_spec(request.graded, runner)
+    spec = witnesses.job_spec(request.graded, runners.get(runner))
     return spec if spec["files"] else None
 
 

@@ -7,7 +7,6 @@ the cross-check of the run's records, and what the guards saw (tampering).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 from tasks_lib.core.constants import Blame, Outcome, RunStatus
@@ -165,15 +164,3 @@ def read_playwright(result: RunResult, out: Path, runner_exit: int | None, *, fr
         result.status = RunStatus.TIMEOUT
         result.blame = Blame.PATCH
         result.error = "Playwright's global timeout (the run's wall clock) stopped the suite"
-
-
-READERS: dict[str, Callable[..., None]] = {"pytest": read_pytest, "playwright": read_playwright}
-
-
-def reader_for(runner: str) -> Callable[..., None]:
-    try:
-        return READERS[runner]
-    except KeyError:
-        raise ValueError(
-            f"no result reader for test runner {runner!r} (known: {', '.join(READERS)})"
-        ) from None

@@ -14,7 +14,7 @@ from tasks_lib.core import docker_client, limits, stopping
 from tasks_lib.core.config import Settings
 from tasks_lib.core.constants import Blame, RunStatus, Side
 from tasks_lib.core.errors import ImageBuildError
-from tasks_lib.engine import jobs, results, services
+from tasks_lib.engine import jobs, results, runners, services
 from tasks_lib.engine.records import RunRequest, RunResult
 from tasks_lib.engine.stack import Stack, copy_logs, extract_out
 from tasks_lib.formats import playwright_report
@@ -204,7 +204,7 @@ def _finish_side(side: _Side, container, server, t0: float) -> None:
             result.error = f"wall-clock timeout of {side.timeout}s before the patch's code started"
         return
     side_spec = request.source.frontend if request.side == Side.FRONTEND else request.source.backend
-    results.reader_for(side_spec.runner)(
+    runners.get(side_spec.runner).read(
         result, log_dir, runner_exit, frontend_dir=getattr(request.source.frontend, "dir", "")
     )
 

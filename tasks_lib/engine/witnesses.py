@@ -23,9 +23,21 @@ from dataclasses import dataclass
 from tasks_lib.core.constants import Outcome
 from tasks_lib.formats.changed_tests import strip_params
 
-# At most this many files of one run get witnesses (each Playwright witness opens a page).
-MAX_FILES = {"pytest": 8, "playwright": 3}
 _PW_ID = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<col>\d+) › (?P<titles>.+)$")
+
+
+def pytest_model(test_id: str) -> tuple[str, str] | None:
+    """(file, `name` or `Class::name`) of a pytest id: what a witness in that file is shaped like."""
+    if "::" not in test_id:
+        return None
+    file, _, rest = strip_params(test_id).partition("::")
+    return file, rest
+
+
+def playwright_model(test_id: str) -> tuple[str, int] | None:
+    """(file, the line its `test(` starts on) of a Playwright id."""
+    match = _PW_ID.match(test_id)
+    return (match.group("file"), int(match.group("line"))) if match else None
 
 
 @dataclass(frozen=True)
@@ -62,22 +74,20 @@ class Witness:
         return bool(rest) and file == self.path and parts == [*([self.cls] if self.cls else []), self.name]
 
 
-def job_spec(graded: Iterable[str], runner: str, rng: random.Random | None = None) -> dict:
+def job_spec(graded: Iterable[str], runner, rng: random.Random | None = None) -> dict:
     """What the runner needs to write the witnesses: {"runner", "files": {file: [models]}}, the models being
-    the graded tests of the file (pytest: `name` or `Class::name`; Playwright: the lines where they start)."""
+    the graded tests of the file as the runner's `witness_model` reads them (pytest: `name` or `Class::name`;
+    Playwright: the lines where they start); at most `witness_files` files (engine.runners)."""
     files: dict[str, list] = {}
     for test_id in graded:
-        match = _PW_ID.match(test_id) if runner == "playwright" else None
-        if match is not None:
-            files.setdefault(match.group("file"), []).append(int(match.group("line")))
-        elif "::" in test_id and runner != "playwright":
-            file, _, rest = strip_params(test_id).partition("::")
-            files.setdefault(file, []).append(rest)
+        found = runner.witness_model(test_id)
+        if found is not None:
+            files.setdefault(found[0], []).append(found[1])
     chosen = sorted(files)
-    cap = MAX_FILES.get(runner, 4)
+    cap = runner.witness_files
     if len(chosen) > cap:
         chosen = sorted((rng or random.SystemRandom()).sample(chosen, cap))
-    return {"runner": runner, "files": {f: sorted(set(files[f])) for f in chosen}}
+    return {"runner": runner.name, "files": {f: sorted(set(files[f])) for f in chosen}}
 
 
 def unshift(test_id: str, witnesses: Iterable[Witness]) -> str:

@@ -16,11 +16,12 @@ from pathlib import Path
 from tasks_lib.core import docker_client, paths
 from tasks_lib.core.config import Settings
 from tasks_lib.corpus.instance import TaskInstance
+from tasks_lib.engine import runners
 from tasks_lib.formats import lockcheck
 from tasks_lib.images import build as images
 from tasks_lib.sources.record import SourceRecord
 
-RUNNERS = ("pytest", "pluggy", "@playwright/test", "playwright", "playwright-core")
+RUNNERS = tuple(package for runner in runners.REGISTRY.values() for package in runner.tooling)
 
 # Runs in a container of the image with the system interpreter, isolated and without site: nothing the image's
 # packages install (a .pth, say) runs; it only reads metadata files.

@@ -21,6 +21,13 @@ PHASE_FILE = "phase"  # in /pbench/out
 OUTPUT_CAP_BYTES = 64 * 2**20
 
 
+# The test runners a source record may name (`runner` of a side): the host's registry
+# (tasks_lib/engine/runners.py) and the container's dispatch table (pbench_runner.TEST_RUNNERS) hold one entry
+# each. SERVE is the backend-serve container's job: the side's server, no tests.
+TEST_RUNNERS = ("pytest", "playwright")
+SERVE = "serve"
+
+
 class Phase(StrEnum):
     """How far a run got, in order (the runner appends one line per phase it enters)."""
 

@@ -23,12 +23,12 @@ from tasks_lib.core.record_fields import Fields as _Fields
 from tasks_lib.core.record_fields import prefix as _prefix
 from tasks_lib.core.record_fields import rel_dir as _rel_dir
 from tasks_lib.core.record_fields import rel_path as _rel_path
-from tasks_lib.protocol import globs
+from tasks_lib.protocol import globs, wire
 
 INSTALLERS = ("pip", "uv")
 FRONTEND_PACKAGE_MANAGERS = ("npm", "bun")
 SERVICE_KINDS = ("postgres",)
-TEST_RUNNERS = ("pytest", "playwright")
+TEST_RUNNERS = wire.TEST_RUNNERS  # the names the runners' registry knows (tasks_lib/engine/runners.py)
 TEST_SCOPES = ("suite", "touched")
 _REPO_RE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _SERVICE_VARS = ("host", "port", "user", "password", "db")

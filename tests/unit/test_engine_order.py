@@ -61,7 +61,7 @@ def fake_engine(monkeypatch, tmp_path):
     monkeypatch.setattr(run, "_wait", lambda *a, **k: 0)
     monkeypatch.setattr(run, "copy_logs", lambda *a, **k: None)
     monkeypatch.setattr(run, "extract_out", lambda *a, **k: None)
-    monkeypatch.setattr(run.results, "reader_for", lambda runner: lambda *a, **k: None)
+    monkeypatch.setattr(run.runners, "get", lambda runner: SimpleNamespace(read=lambda *a, **k: None))
     monkeypatch.setattr(run.services, "wait_for_http", lambda *a, **k: events.append("backend answers"))
     return events
 

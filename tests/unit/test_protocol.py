@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tasks_lib import protocol
 from tasks_lib.core.constants import RunStatus
 from tasks_lib.engine import jobs, records, results
@@ -49,3 +51,20 @@ def test_the_result_and_the_phase_read_back_as_written(tmp_path):
     assert wire.read_result(tmp_path / "none") is None
     (tmp_path / wire.PHASE_FILE).write_text(f"{wire.Phase.PATCHES} 1.0\n{wire.Phase.TESTS} 2.0\n")
     assert wire.last_phase(tmp_path) == wire.Phase.TESTS
+
+
+def test_each_test_runner_is_one_entry_on_each_side_of_the_wall(runner_import):
+    """Rule: a runner a source record may name has its host entry (reader, witness rule, tooling), its
+    function in the container's dispatch table and its witness planner: adding one touches these three."""
+    from tasks_lib.engine import runners
+    from tasks_lib.sources import record
+
+    container = runner_import("pbench_runner")
+    witness = runner_import("pbench_witness")
+    assert tuple(runners.REGISTRY) == wire.TEST_RUNNERS == record.TEST_RUNNERS
+    assert tuple(container.TEST_RUNNERS) == wire.TEST_RUNNERS
+    assert tuple(container.WITNESS_PLANS) == wire.TEST_RUNNERS
+    assert all(callable(getattr(witness, name)) for name in container.WITNESS_PLANS.values())
+    assert wire.SERVE not in wire.TEST_RUNNERS
+    with pytest.raises(ValueError, match="no test runner 'vitest' \\(known: pytest, playwright\\)"):
+        runners.get("vitest")

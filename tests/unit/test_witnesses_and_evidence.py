@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from tasks_lib.core.constants import Outcome
-from tasks_lib.engine import witnesses
+from tasks_lib.engine import runners, witnesses
 from tasks_lib.formats import evidence
 
 
@@ -249,14 +249,14 @@ def test_job_spec_groups_the_graded_tests_by_file():
     """Rule: the job names each graded file with its models (pytest: names without parameters; Playwright:
     the lines where the tests start)."""
     spec = witnesses.job_spec(
-        ["tests/a.py::test_x[1]", "tests/a.py::TestY::test_z", "tests/b.py::test_q"], "pytest"
+        ["tests/a.py::test_x[1]", "tests/a.py::TestY::test_z", "tests/b.py::test_q"], runners.get("pytest")
     )
     assert spec == {
         "runner": "pytest",
         "files": {"tests/a.py": ["TestY::test_z", "test_x"], "tests/b.py": ["test_q"]},
     }
     pw = witnesses.job_spec(
-        ["tests/i.spec.js:9:3 › Items › x", "tests/i.spec.js:4:3 › Items › y"], "playwright"
+        ["tests/i.spec.js:9:3 › Items › x", "tests/i.spec.js:4:3 › Items › y"], runners.get("playwright")
     )
     assert pw == {"runner": "playwright", "files": {"tests/i.spec.js": [4, 9]}}
 
