@@ -1,11 +1,16 @@
-"""Stage 5 of curation: one merged PR + its extraction -> one task instance (schema 0.1 dict)."""
+"""Stage 5 of curation: a `Candidate` (one merged PR, worked out once) + its extraction + its tier -> one task
+instance (`package`: the record built, the leak gate and the schema check applied, a `TaskInstance`)."""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from tasks_lib.core.constants import SCHEMA_VERSION, Tier
+from tasks_lib.corpus import schema
+from tasks_lib.corpus.instance import TaskInstance
 from tasks_lib.curation import statement_gate, statements
 from tasks_lib.curation.extraction import ExtractionResult
 from tasks_lib.formats import patches
@@ -134,14 +139,51 @@ def apply_leak_gate(instance: dict) -> list[str]:
     return []
 
 
-def build_instance(
-    pr: PullRequest, source: SourceRecord, repo: Path, extraction: ExtractionResult, tier: Tier
-) -> dict:
-    base, head = extraction.base_commit, extraction.head_commit
-    split = patches.split_patch(gitops.diff(repo, base, head), source)
-    owner, name = source.owner_name
+@dataclass(frozen=True)
+class Candidate:
+    """A merged PR on its way to an instance, its facts worked out once: the record of its era (lock files,
+    dirs, patterns), its instance id, the commits its extraction ran, its diff split into code and tests (per
+    side) and the stack domain the split's files say."""
+
+    pr: PullRequest
+    source: SourceRecord  # the record of the PR's era
+    repo: Path  # the source's clone, where its commits are
+    instance_id: str
+    base_commit: str
+    head_commit: str
+    split: patches.PatchSplit
+    stack_domain: str
+
+    @classmethod
+    def of(cls, pr: PullRequest, source: SourceRecord, repo: Path, extraction: ExtractionResult) -> Candidate:
+        era_source = source.for_era(source.era_for(pr.merged_at))
+        base, head = extraction.base_commit, extraction.head_commit
+        split = patches.split_patch(gitops.diff(repo, base, head), era_source)
+        domain = era_source.stack_domain(patches.changed_paths(split.patch)) or era_source.stack_domain(
+            patches.changed_paths(split.test_patch)
+        )
+        owner, name = era_source.owner_name
+        iid = f"{owner}__{name}-{pr.number}"
+        return cls(pr, era_source, repo, iid, base, head, split, str(domain) if domain else "backend_only")
+
+
+def package(
+    candidate: Candidate, extraction: ExtractionResult, tier: Tier, commit_exists: Callable[[str], bool]
+) -> tuple[TaskInstance | None, list[str]]:
+    """(the instance, []) or (None, why it is refused): the record built, then the leak gate (which may
+    drop a description's sections) and the schema check, `commit_exists` answering for its commits."""
+    record = build_instance(candidate, extraction, tier)
+    problems = apply_leak_gate(record)
+    problems += schema.validate_instance(record, candidate.source, commit_exists=commit_exists)
+    return (None, problems) if problems else (TaskInstance.of(record), [])
+
+
+def build_instance(candidate: Candidate, extraction: ExtractionResult, tier: Tier) -> dict:
+    """The instance's record (schema 0.1), before the leak gate and the schema check."""
+    pr, source, repo, split = candidate.pr, candidate.source, candidate.repo, candidate.split
+    base, head = candidate.base_commit, candidate.head_commit
     statement, note = problem_statement(pr)
-    curated = statements.for_source(source.name).get(f"{owner}__{name}-{pr.number}")
+    curated = statements.for_source(source.name).get(candidate.instance_id)
     if curated is not None:  # the curators' statement, preferred to the upstream text (which the note keeps)
         statement, note = curated.statement, f"{curated.note(source.name)} Upstream: {note}"
     notes = [note]
@@ -151,12 +193,9 @@ def build_instance(
         )
     if extraction.fallback_used:
         notes.append(FALLBACK_NOTE)
-    domain = source.stack_domain(patches.changed_paths(split.patch)) or source.stack_domain(
-        patches.changed_paths(split.test_patch)
-    )
     return {
         "schema_version": SCHEMA_VERSION,
-        "instance_id": f"{owner}__{name}-{pr.number}",
+        "instance_id": candidate.instance_id,
         "repo": source.repo,
         "pr_number": pr.number,
         "pr_url": pr.url,
@@ -179,7 +218,7 @@ def build_instance(
             "backend": list(extraction.backend_pass_to_pass),
             "frontend": list(extraction.frontend_pass_to_pass),
         },
-        "stack_domain": str(domain) if domain else "backend_only",
+        "stack_domain": candidate.stack_domain,
         "environment": environment(source, repo, base),
         "created_at": pr.merged_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "contamination_tier": str(tier),

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from tasks_lib.core.constants import HARNESS_VERSION, ExtractionStatus
 from tasks_lib.core.errors import InputError
-from tasks_lib.corpus import schema, tiering
+from tasks_lib.corpus import tiering
 from tasks_lib.curation import distribution, filtering, packaging
 from tasks_lib.curation.extraction import EXTRACTION_SCHEMA, ExtractionResult
 from tasks_lib.curation.season import Season
@@ -251,21 +251,22 @@ def stage_package(season: Season, source: SourceRecord, out: Path, mirror: str |
         if ext.status != ExtractionStatus.OK:
             continue
         pr = prs[ext.number]
-        owner, name = source.owner_name
-        iid = f"{owner}__{name}-{pr.number}"
-        tier = tiering.assign_tier(iid, pr.merged_at, cutoffs, season.internal_only)
-        era_source = source.for_era(source.era_for(pr.merged_at))  # lock files and dirs of the PR's era
-        instance = packaging.build_instance(pr, era_source, repo, ext, tier)
-        problems = packaging.apply_leak_gate(instance)
-        problems += schema.validate_instance(
-            instance, era_source, commit_exists=lambda sha: gitops.commit_exists(repo, sha)
+        candidate = packaging.Candidate.of(pr, source, repo, ext)
+        tier = tiering.assign_tier(candidate.instance_id, pr.merged_at, cutoffs, season.internal_only)
+        instance, problems = packaging.package(
+            candidate, ext, tier, commit_exists=lambda sha: gitops.commit_exists(repo, sha)
         )
         if problems:
             rejected.append(
-                {"instance_id": iid, "pr_number": pr.number, "source": source.name, "reasons": problems}
+                {
+                    "instance_id": candidate.instance_id,
+                    "pr_number": pr.number,
+                    "source": source.name,
+                    "reasons": problems,
+                }
             )
         else:
-            instances.append(instance)
+            instances.append(instance.to_record())
     instances.sort(key=lambda i: i["pr_number"])
     write_instances(instances, out)
     write_table_atomic(pa.Table.from_pylist(rejected, schema=REJECTED_SCHEMA), out / "rejected.parquet")

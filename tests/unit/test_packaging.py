@@ -203,6 +203,11 @@ def tiny_repo(tmp_path) -> tuple[Path, str, str]:
     return repo / ".git", base, head
 
 
+def _built(pr, source, repo, extraction, tier) -> dict:
+    """`packaging.build_instance` of the PR's candidate (its facts worked out once, `packaging.Candidate`)."""
+    return packaging.build_instance(packaging.Candidate.of(pr, source, repo, extraction), extraction, tier)
+
+
 def _extraction(base: str, head: str, **over) -> ExtractionResult:
     values = dict(
         number=12,
@@ -221,7 +226,7 @@ def test_build_instance_notes_say_where_the_statement_came_from_and_what_was_exc
     repo, base, head = tiny_repo
     source = load_source("demo")
     extraction = _extraction(base, head, flaky_tests=["tests/test_items.py::test_flaky"], fallback_used=True)
-    inst = packaging.build_instance(
+    inst = _built(
         make_pr(issues=[ClosingIssue(3, "t", "Archive please.")]), source, repo, extraction, Tier.PUBLIC
     )
     assert inst["notes"].startswith(f"{packaging.ISSUE_NOTE} (#3).")
@@ -229,7 +234,7 @@ def test_build_instance_notes_say_where_the_statement_came_from_and_what_was_exc
     assert "fallback" in inst["notes"]
     assert inst["problem_statement"] == "t\nArchive please."
 
-    plain = packaging.build_instance(make_pr(), source, repo, _extraction(base, head), Tier.PUBLIC)
+    plain = _built(make_pr(), source, repo, _extraction(base, head), Tier.PUBLIC)
     assert plain["notes"] == packaging.PR_BODY_NOTE
 
 
@@ -238,7 +243,7 @@ def test_build_instance_shape(tiny_repo):
     merge time, environment."""
     repo, base, head = tiny_repo
     source = load_source("demo")
-    inst = packaging.build_instance(make_pr(), source, repo, _extraction(base, head), Tier.HELD_OUT)
+    inst = _built(make_pr(), source, repo, _extraction(base, head), Tier.HELD_OUT)
     assert inst["instance_id"] == "prototypebench__demo-fullstack-12"
     assert inst["schema_version"] == "0.1"
     assert (inst["base_commit"], inst["head_commit"]) == (base, head)
@@ -282,9 +287,7 @@ def test_a_curated_statement_is_preferred_and_says_where_it_came_from(tiny_repo,
         + "\n"
     )
     monkeypatch.setattr(statements, "statements_file", lambda name: folder / f"{name}.jsonl")
-    inst = packaging.build_instance(
-        make_pr(body="Fixes it by X."), source, repo, _extraction(base, head), Tier.PUBLIC
-    )
+    inst = _built(make_pr(body="Fixes it by X."), source, repo, _extraction(base, head), Tier.PUBLIC)
     assert inst["problem_statement"] == text
     assert inst["notes"].startswith(
         "problem_statement curated (data/statements/demo.jsonl: written by curators"
@@ -312,3 +315,26 @@ def test_a_malformed_curated_statement_names_the_file_and_line(tmp_path, line, n
     with pytest.raises(InputError, match=needle) as err:
         statements.load(path)
     assert f"{path}:2" in str(err.value)
+
+
+def test_a_candidate_is_packaged_into_a_task_instance_or_refused_with_its_reasons(tiny_repo):
+    """Rule: packaging turns a candidate (the PR's facts, worked out once) + its extraction + its tier into a
+    TaskInstance, the leak gate and the schema check applied; a statement that names a hidden test is refused
+    with the gate's reason, and nothing is returned for it."""
+    from tasks_lib.corpus.instance import TaskInstance
+
+    repo, base, head = tiny_repo
+    source = load_source("demo")
+    ext = _extraction(base, head)
+    body = "Items can be archived: an archived item keeps its data but leaves the default listing of items."
+    candidate = packaging.Candidate.of(make_pr(body=body), source, repo, ext)
+    assert candidate.instance_id == "prototypebench__demo-fullstack-12"
+    assert candidate.source == source.for_era(source.era_for(candidate.pr.merged_at))
+    assert "backend/app/items.py" in candidate.split.patch
+    instance, problems = packaging.package(candidate, ext, Tier.PUBLIC, commit_exists=lambda sha: True)
+    assert problems == [] and isinstance(instance, TaskInstance)
+    assert (instance.instance_id, instance.stack_domain) == (candidate.instance_id, candidate.stack_domain)
+    assert instance.patch == candidate.split.patch and instance.problem_statement == body
+    leaky = packaging.Candidate.of(make_pr(body=body + " See test_archive."), source, repo, ext)
+    refused, why = packaging.package(leaky, ext, Tier.PUBLIC, commit_exists=lambda sha: True)
+    assert refused is None and why and why[0].startswith("statement_leaks:")
