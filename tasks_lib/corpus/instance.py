@@ -20,6 +20,22 @@ from tasks_lib.core.errors import InputError
 
 # What the engine and grading read; the schema (data/schema/instance.schema.json) checks the rest.
 REQUIRED = ("instance_id", "repo", "base_commit", "patch", "test_patch", "fail_to_pass", "pass_to_pass")
+SWEBENCH_FIELDS = (
+    "instance_id",
+    "repo",
+    "base_commit",
+    "patch",
+    "test_patch",
+    "problem_statement",
+    "hints_text",
+    "created_at",
+    "version",
+    "environment_setup_commit",
+    "FAIL_TO_PASS",
+    "PASS_TO_PASS",
+)
+FRONTEND_FIELDS = ("FAIL_TO_PASS_FRONTEND", "PASS_TO_PASS_FRONTEND")
+EXTRA_FIELDS = ("stack_domain", "contamination_tier", "pr_number", "pr_url", "head_commit", "notes")
 _LIST_FIELDS = ("fail_to_pass", "pass_to_pass")
 _OPTIONAL_TEXT = ("test_patch_backend", "test_patch_frontend", "hints_text", "notes", "difficulty")
 # A Playwright test id: `file:line:column › describe › title` (docs/analysis.md).
@@ -221,11 +237,35 @@ class TaskInstance(Mapping):
         return copy.deepcopy(self.record)
 
     def to_swebench(self) -> dict[str, str]:
-        """SWE-bench's flat record of this instance (`corpus.swebench`: strings only, lists JSON-encoded, the
-        frontend's tests apart)."""
-        from tasks_lib.corpus import swebench
-
-        return swebench.to_swebench(self)
+        """SWE-bench's flat record of this instance: strings only, lists JSON-encoded, the pytest ids in
+        FAIL_TO_PASS / PASS_TO_PASS and the Playwright ids apart (`corpus.swebench` writes and reads them)."""
+        env = self.environment
+        f2p_b, p2p_b = self.tests("backend")
+        f2p_f, p2p_f = self.tests("frontend")
+        row = {
+            "instance_id": self.instance_id,
+            "repo": self.repo,
+            "base_commit": self.base_commit,
+            "patch": self.patch,
+            "test_patch": self.test_patch,
+            "problem_statement": self.problem_statement,
+            "hints_text": self.hints_text,
+            "created_at": self.created_at,
+            # SWE-bench groups instances by the repository's version for its environment specs; ours are keyed
+            # by the lock, so the version is the lock's hash (what decides the environment).
+            "version": env.get("backend_lock_sha") or env.get("uv_lock_sha") or "",
+            # Where the environment is set up: the record's `environment.setup_commit` when it names one.
+            "environment_setup_commit": env.get("setup_commit") or self.base_commit,
+            "FAIL_TO_PASS": json.dumps(f2p_b),
+            "PASS_TO_PASS": json.dumps(p2p_b),
+            "FAIL_TO_PASS_FRONTEND": json.dumps(f2p_f),
+            "PASS_TO_PASS_FRONTEND": json.dumps(p2p_f),
+        }
+        for key in EXTRA_FIELDS:
+            value = self.get(key)
+            row[key] = "" if value is None else str(value)
+        row["environment"] = json.dumps(env, sort_keys=True)
+        return row
 
     def tests(self, side: Side | str) -> tuple[list[str], list[str]]:
         """(FAIL_TO_PASS, PASS_TO_PASS) of one side."""

@@ -18,56 +18,15 @@ import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from tasks_lib.corpus.instance import TaskInstance
+from tasks_lib.corpus.instance import EXTRA_FIELDS, FRONTEND_FIELDS, SWEBENCH_FIELDS, TaskInstance  # noqa: F401
 
-SWEBENCH_FIELDS = (
-    "instance_id",
-    "repo",
-    "base_commit",
-    "patch",
-    "test_patch",
-    "problem_statement",
-    "hints_text",
-    "created_at",
-    "version",
-    "environment_setup_commit",
-    "FAIL_TO_PASS",
-    "PASS_TO_PASS",
-)
-FRONTEND_FIELDS = ("FAIL_TO_PASS_FRONTEND", "PASS_TO_PASS_FRONTEND")
-EXTRA_FIELDS = ("stack_domain", "contamination_tier", "pr_number", "pr_url", "head_commit", "notes")
+# SWE-bench's flat fields and ours beside them (FRONTEND_FIELDS, EXTRA_FIELDS) are defined with the export itself,
+# TaskInstance.to_swebench, and named here too.
 
 
-def to_swebench(instance: Mapping) -> dict:
-    """One corpus record as a flat SWE-bench record (strings only, lists JSON-encoded)."""
-    inst = TaskInstance.of(instance)
-    env = inst.environment
-    f2p_b, p2p_b = inst.tests("backend")
-    f2p_f, p2p_f = inst.tests("frontend")
-    row = {
-        "instance_id": inst.instance_id,
-        "repo": inst.repo,
-        "base_commit": inst.base_commit,
-        "patch": inst.patch,
-        "test_patch": inst.test_patch,
-        "problem_statement": inst.get("problem_statement") or "",
-        "hints_text": inst.get("hints_text") or "",
-        "created_at": inst.created_at,
-        # SWE-bench groups instances by the repository's version for its environment specs; ours are keyed by
-        # the lock, so the version is the lock's hash (what decides the environment).
-        "version": env.get("backend_lock_sha") or env.get("uv_lock_sha") or "",
-        # Where the environment is set up: the record's `environment.setup_commit` when it names one.
-        "environment_setup_commit": env.get("setup_commit") or inst.base_commit,
-        "FAIL_TO_PASS": json.dumps(f2p_b),
-        "PASS_TO_PASS": json.dumps(p2p_b),
-        "FAIL_TO_PASS_FRONTEND": json.dumps(f2p_f),
-        "PASS_TO_PASS_FRONTEND": json.dumps(p2p_f),
-    }
-    for key in EXTRA_FIELDS:
-        value = inst.get(key)
-        row[key] = "" if value is None else str(value)
-    row["environment"] = json.dumps(env, sort_keys=True)
-    return row
+def to_swebench(record: Mapping) -> dict:
+    """One corpus record as a flat SWE-bench record (`TaskInstance.to_swebench`)."""
+    return TaskInstance.of(record).to_swebench()
 
 
 def gradable(instances: Iterable[Mapping]) -> tuple[list[Mapping], list[Mapping]]:
