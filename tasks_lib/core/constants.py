@@ -8,7 +8,7 @@ from enum import StrEnum
 # every bump's reason: CHANGELOG.md (a bump without its line there fails the unit suite).
 HARNESS_VERSION = "0.4.0"
 EXTRACTION_VERSION = "6"
-JUDGE_VERSION = "1"
+JUDGE_VERSION = "2"
 SCHEMA_VERSION = "0.1"
 
 # Every container, network and volume the engine creates carries this label, so leftovers

@@ -7,6 +7,7 @@ the cross-check of the run's records, and what the guards saw (tampering).
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 from tasks_lib.core.constants import Blame, Outcome, RunStatus
@@ -92,13 +93,13 @@ def read_pytest(result: RunResult, out: Path, runner_exit: int | None, **_) -> N
         return
     junit_path = out / "junit.xml"
     if not junit_path.exists():
-        result.error = f"no JUnit XML written (test exit {result.exit_code})"
+        result.error = f"no JUnit XML written ({_ended(result.exit_code)})"
         _read_channel(result, out, res, None, "")
         return
     try:
         report = junit.parse_junit_file(junit_path)
     except ValueError as exc:
-        result.error = f"unreadable JUnit XML: {exc}"
+        result.error = f"unreadable JUnit XML ({_ended(result.exit_code)}): {exc}"
         _read_channel(result, out, res, None, "")
         return
     log_text = _log(out)
@@ -114,20 +115,37 @@ def read_pytest(result: RunResult, out: Path, runner_exit: int | None, **_) -> N
     set_report(result, merged, _witnesses(res))
 
 
+def _ended(exit_code: int | None) -> str:
+    """How the test process ended, in words (a negative exit code is the signal that killed it)."""
+    if exit_code is not None and exit_code < 0:
+        try:
+            name = signal.Signals(-exit_code).name
+        except ValueError:
+            name = f"signal {-exit_code}"
+        return f"the test process was killed by {name} before it wrote its report"
+    return f"test exit {exit_code}"
+
+
 def _read_channel(result: RunResult, out: Path, res: dict, report, log_text: str) -> None:
-    """The launcher's evidence channel: its findings, and every other record read against it."""
+    """The launcher's evidence channel: its findings, and every other record read against it. Without a
+    report (the test process died first, or left none that can be read) nothing can pass and there is no
+    record to hold against the channel: only what no honest run puts on it counts; that the channel stops
+    early and the tests it saw are not in a report is the crash itself, named in the run's error."""
     test = res.get("test") or {}
     path = out / "evidence.log"
     text = path.read_text(errors="replace") if path.exists() else ""
     channel = evidence.read_channel(text, test.get("pid"))
     result.tampering += channel.findings
+    if report is None:
+        result.tampering += evidence.channel_integrity(channel)
+        return
     complete = "[pbench: output over the cap" not in log_text
     result.tampering += evidence.cross_check(
         channel,
-        junit=report.tests if report is not None else {},
-        junit_collection_errors=report.collection_errors if report is not None else (),
+        junit=report.tests,
+        junit_collection_errors=report.collection_errors,
         log=log_text,
-        complete_log=complete and report is not None,
+        complete_log=complete,
     )
 
 

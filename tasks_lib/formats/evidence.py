@@ -173,6 +173,19 @@ def head_line(nodeid: str) -> str:
     return ".".join(nodeid.split("::")[1:]) or nodeid
 
 
+def channel_integrity(ch: Channel) -> list[str]:
+    """What no honest run puts on the channel, whatever became of it: messages from another process, messages
+    that are not the launcher's."""
+    problems = []
+    if ch.foreign:
+        problems.append(
+            f"the evidence channel holds {len(ch.foreign)} message(s) from another process: {ch.foreign[0]}"
+        )
+    if ch.malformed:
+        problems.append(f"the evidence channel holds {ch.malformed} malformed message(s)")
+    return problems
+
+
 def cross_check(
     ch: Channel,
     *,
@@ -183,17 +196,11 @@ def cross_check(
 ) -> list[str]:
     """Every way the run's records disagree with the channel (tampering). `junit`: the JUnit outcomes (with
     the summary's XPASS); `complete_log`: the log was not cut at the output cap."""
-    problems = []
     if not ch.started:
         return [
             "the evidence channel holds no start message from the launcher (its test process never started it)"
         ]
-    if ch.foreign:
-        problems.append(
-            f"the evidence channel holds {len(ch.foreign)} message(s) from another process: {ch.foreign[0]}"
-        )
-    if ch.malformed:
-        problems.append(f"the evidence channel holds {ch.malformed} malformed message(s)")
+    problems = channel_integrity(ch)
     if not ch.ended:
         problems.append(
             "the evidence channel ended before the launcher's end message (the test process ended early)"

@@ -529,3 +529,30 @@ def test_a_package_json_named_like_an_installed_package_is_protected(runner_impo
     assert "self-reference" in rules._self_reference(tmp_path / "package.json", {"@playwright/test", "react"})
     (tmp_path / "package.json").write_text('{"name": "frontend", "dependencies": {"react": "19"}}')
     assert rules._self_reference(tmp_path / "package.json", {"@playwright/test", "react"}) is None
+
+
+@pytest.mark.parametrize("foreign", [False, True])
+def test_a_test_process_killed_before_its_report_is_a_crash_not_tampering(tmp_path, foreign):
+    """Rule: a test process that dies before writing its JUnit report (killed: out of memory, the suite's own
+    crash) leaves a channel that stops early, tests that are in no report, and nothing that can pass; that is
+    the crash, named in the run's error with the signal, not tampering. What no honest run puts on the channel
+    (a message from another process) still is."""
+    from tasks_lib.core.constants import RunStatus
+    from tasks_lib.engine import results
+    from tasks_lib.engine.records import RunResult
+    from tasks_lib.protocol import wire
+
+    messages = GOOD[:5] + (["X\tforged"] if foreign else [])
+    text = _log(*messages)
+    if foreign:
+        text += f"{PID + 1}\tT\ttests/t.py::test_b\tcall\tpassed\t0\n"
+    (tmp_path / "evidence.log").write_text(text)
+    wire.write_result(tmp_path, {"status": "completed", "test": {"exit_code": -9, "pid": PID}})
+    result = RunResult(RunStatus.INFRA_ERROR)
+    results.read_pytest(result, tmp_path, runner_exit=0)
+    assert result.status == RunStatus.COMPLETED and result.tests == {}
+    assert "killed by SIGKILL before it wrote its report" in (result.error or "")
+    if foreign:
+        assert any("from another process" in t for t in result.tampering), result.tampering
+    else:
+        assert result.tampering == [], result.tampering
