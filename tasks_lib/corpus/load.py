@@ -145,9 +145,31 @@ def source_for(instance: TaskInstance | dict, override: str | None = None) -> So
     """The source record whose `repo` is the instance's repository (or the one named by --source), with the
     era of the instance's merge date applied: an older-era instance run under an explicit --source gets its
     era's lock files and layout, as it does when the record is found by repository."""
+    source = _record_for(instance, override)
+    return source.for_era(source.era_for(instance.get("created_at")))
+
+
+def sources_for(instances: Iterable[TaskInstance], override: str | None = None) -> dict[str, SourceRecord]:
+    """`source_for` of every instance, by id: each repository's record read once and each era's record made
+    once (a run of v0.3 read every source file per instance: 0.55 s of its plan)."""
+    records: dict[str, SourceRecord] = {}
+    eras: dict[tuple[str, str | None], SourceRecord] = {}
+    out = {}
+    for inst in instances:
+        if inst.repo not in records:
+            records[inst.repo] = _record_for(inst, override)
+        source = records[inst.repo]
+        era = source.era_for(inst.get("created_at"))
+        if (inst.repo, era) not in eras:
+            eras[inst.repo, era] = source.for_era(era)
+        out[inst.instance_id] = eras[inst.repo, era]
+    return out
+
+
+def _record_for(instance: TaskInstance | dict, override: str | None) -> SourceRecord:
+    """The source record of the instance's repository (or the one named by --source), no era applied."""
     if override:
-        source = load_source(override)
-        return source.for_era(source.era_for(instance.get("created_at")))
+        return load_source(override)
     import tomllib
 
     from tasks_lib.core import paths
@@ -159,8 +181,7 @@ def source_for(instance: TaskInstance | dict, override: str | None = None) -> So
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError):
             continue
         if repo == TaskInstance.of(instance).repo:
-            source = load_source(name)
-            return source.for_era(source.era_for(instance.get("created_at")))
+            return load_source(name)
     raise InputError(
         f"{instance['instance_id']}: no source record in data/sources/ has repo {instance['repo']!r}"
     )

@@ -127,7 +127,7 @@ class _Checkouts:
         from tasks_lib.corpus import load as corpus
 
         self.by_id = {i.instance_id: i for i in instances}
-        self.sources = {iid: corpus.source_for(i, source) for iid, i in self.by_id.items()}
+        self.sources = corpus.sources_for(instances, source)
         repos.check_mirrors(mirror, [s.name for s in self.sources.values()])
         self._mirror = mirror
         self._clones: dict[str, Path] = {}

@@ -98,3 +98,13 @@ def test_a_scorings_environment_specs_are_worked_out_once_per_chain_and_live_wit
     other = envspecs.EnvSpecBook(None, Path("/nonexistent"), "c0", settings=None)
     other.of(agent, "backend")
     assert len(worked) == 4  # another scoring's book: its own answers
+
+
+@pytest.mark.parametrize("name", ["v0.2", "v0.3"])
+def test_the_plan_resolves_every_instances_source_as_source_for_does_reading_each_record_once(name):
+    """Rule: `sources_for` answers what `source_for` answers for each instance (its era's record), with one
+    record object per (repository, era) instead of every source file read per instance."""
+    instances = corpus.load_corpus(name)
+    resolved = corpus.sources_for(instances)
+    assert resolved == {i.instance_id: corpus.source_for(i) for i in instances}
+    assert len({id(s) for s in resolved.values()}) == len({(s.repo, s.era) for s in resolved.values()})
