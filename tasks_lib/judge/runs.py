@@ -374,15 +374,19 @@ def finish_writer(writer, plan: RunPlan) -> dict:
     return writer.finish(json.loads((plan.out_dir / "run.json").read_text()))
 
 
+VERDICT_FILE = "verdict.json"
+
+
 def verdict_path(plan: RunPlan, instance_id: str) -> Path:
-    return plan.out_dir / "logs" / instance_id / "verdict.json"
+    """Where a planned scoring's verdict is spilled: beside its job's trace (one derivation of the path)."""
+    return plan.jobs[instance_id].trace / VERDICT_FILE
 
 
 def spill(job: ScoringJob, verdict: Verdict) -> Path:
     """The verdict written beside its trace (`logs/<id>/verdict.json`, on the output folder every worker
     shares), where the flow reads it (`verdict_path`): a scoring task returns nothing, so that the task
     results Prefect keeps until the flow ends do not hold every test row of the run."""
-    path = job.trace / "verdict.json"
+    path = job.trace / VERDICT_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".verdict.json.{os.getpid()}.{threading.get_ident()}")
     tmp.write_text(json.dumps(verdict.to_json(), default=str))
