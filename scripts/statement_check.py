@@ -4,7 +4,8 @@
 
 For each statement of the files (the `data/statements/<source>.jsonl` format, tasks_lib/curation/statements.py), the
 gate's verdict against its instance in the corpus (tasks_lib/curation/statement_gate.py: a hidden test named, a test
-file named, a line of either patch quoted, a diff) and its word count. Exit 1 when one leaks, is too short or
+file named, a line of either patch quoted, a diff; a name the reference patch adds and the hidden tests use left
+unnamed) and its word count. Exit 1 when one leaks, is too short or
 names an instance the corpus does not hold; 2 on unreadable input.
 """
 
@@ -48,11 +49,17 @@ def main(argv: list[str] | None = None) -> int:
         verdict = statement_gate.check(c.statement, record)
         n = statement_gate.words(c.statement)
         short = statement_gate.underspecified(c.statement)
-        ok = not verdict.leaks and not short
+        unstated = statement_gate.unstated_names(c.statement, record)
+        ok = not verdict.leaks and not short and not unstated
         bad += not ok
-        print(
-            f"{iid}: {'ok' if ok else 'REFUSED'} ({n} words){'' if ok else ': ' + (verdict.reason() if verdict.leaks else 'too short')}"
+        why = (
+            verdict.reason()
+            if verdict.leaks
+            else "too short"
+            if short
+            else f"never names what the hidden tests use: {', '.join(unstated)}"
         )
+        print(f"{iid}: {'ok' if ok else 'REFUSED'} ({n} words){'' if ok else ': ' + why}")
     return 1 if bad else 0
 
 

@@ -20,17 +20,18 @@ from tasks_lib.sources.crawl.base import PullRequest
 from tasks_lib.sources.record import SourceRecord
 
 ISSUE_NOTE = "problem_statement sourced from the closing issue(s), title and body"
+TITLE_PREFIX = "problem_statement sourced from the PR title"
 TITLE_NOTE = (
-    "problem_statement sourced from the PR title (no PR description, no closing issue body) — terse; review"
+    f"{TITLE_PREFIX} (no PR description beyond the title, no closing issue body) — terse; review"
     " that the hidden tests follow from it."
 )
-PR_BODY_NOTE = (
-    "problem_statement sourced from PR description (no linked issue) — review for solution leakage."
-)
+PR_BODY_PREFIX = "problem_statement sourced from PR description"
+CURATED_PREFIX = "problem_statement curated"
+PR_BODY_NOTE = f"{PR_BODY_PREFIX} (no linked issue) — review for solution leakage."
 # The PR closes issues, but where it was read from (an export of numbers only) their text is not: say so.
 PR_BODY_ISSUES_NOTE = (
-    "problem_statement sourced from PR description: the PR closes {issues}, whose text is not in the "
-    "source it was read from — review for solution leakage."
+    PR_BODY_PREFIX + ": the PR closes {issues}, whose text is not in the source it was read from — review for"
+    " solution leakage."
 )
 # An extraction whose base side did not collect (tasks_lib/curation/extraction.py's fallback).
 FALLBACK_NOTE = "base collection failed: FAIL_TO_PASS from tests the test patch adds (fallback)"
@@ -97,13 +98,14 @@ def difficulty(patch_text: str) -> str:
 
 def problem_statement(pr: PullRequest) -> tuple[str, str]:
     """The closing issues (title and body, `issues_text`) that have a body; else the PR body, the note naming
-    the closing issues whose text is missing where there are some; else (no body anywhere) the titles: the
+    the closing issues whose text is missing where there are some; else (no body anywhere, or a body that only
+    repeats the title) the titles: the
     PR's, then its closing issues', one per line, with a note saying how little the agent is told. Empty only
     when even the titles are (then schema validation rejects the instance)."""
     with_body = [i for i in pr.closing_issues if i.body and i.body.strip()]
     if with_body:
         return issues_text(with_body), f"{ISSUE_NOTE} ({', '.join(f'#{i.number}' for i in with_body)})."
-    if pr.body and pr.body.strip():
+    if pr.body and pr.body.strip() and not statement_gate.same_words(pr.body, pr.title):
         if pr.closing_issues:
             numbers = ", ".join(f"#{i.number}" for i in pr.closing_issues)
             return pr.body, PR_BODY_ISSUES_NOTE.format(issues=numbers)
@@ -115,26 +117,38 @@ def problem_statement(pr: PullRequest) -> tuple[str, str]:
 
 
 def apply_leak_gate(instance: dict) -> list[str]:
-    """The leak gate on a packaged instance (tasks_lib/curation/statement_gate.py): a statement that names a hidden test
-    or a test-patch file, quotes a line of either patch or holds a diff loses its testing / implementation
-    sections; if it still leaks, or too little is left, the reasons (the instance is rejected with them). A
+    """The leak gate on a packaged instance (tasks_lib/curation/statement_gate.py, data/statement_rules.toml). An
+    upstream statement is first made what it renders as (`tidy`: a PR template's HTML comments go). A PR
+    description loses its testing / implementation sections (what the PR did is the answer; with
+    `sections.drop = "on_leak"`, only when it leaks), and any statement that leaks does too. If it still leaks,
+    or too little is left, or it is a PR title alone, the reasons (the instance is rejected with them). A
     statement kept with sections dropped says so in the notes."""
+    r = statement_gate.rules()
+    notes = instance.get("notes") or ""
     statement = instance.get("problem_statement") or ""
+    if not notes.startswith(CURATED_PREFIX):
+        statement = statement_gate.tidy(statement)
     verdict = statement_gate.check(statement, instance)
+    description = notes.startswith(PR_BODY_PREFIX)
+    if verdict.leaks or (description and r.drop_sections == "always"):
+        cleaned, dropped = statement_gate.clean(statement, instance=instance)
+        if dropped:
+            statement, verdict = cleaned, statement_gate.check(cleaned, instance)
+            notes = " ".join([notes, f"Leak gate: sections dropped ({', '.join(dropped)})."]).strip()
     if verdict.leaks:
-        cleaned, dropped = statement_gate.clean(statement)
-        again = statement_gate.check(cleaned, instance)
-        if again.leaks or not dropped:
-            return [f"statement_leaks: {(again if dropped else verdict).reason()}"]
-        instance["problem_statement"] = cleaned
-        instance["notes"] = " ".join(
-            [instance.get("notes") or "", f"Leak gate: sections dropped ({', '.join(dropped)})."]
-        ).strip()
-        statement = cleaned
+        return [f"statement_leaks: {verdict.reason()}"]
+    instance["problem_statement"], instance["notes"] = statement, notes
+    if r.title_alone and notes.startswith(TITLE_PREFIX):
+        return [f"statement_underspecified: the PR title alone ({statement_gate.words(statement)} words)"]
     if statement_gate.underspecified(statement):
         return [
-            f"statement_underspecified: {statement_gate.words(statement)} words "
-            f"(fewer than {statement_gate.rules().min_words})"
+            f"statement_underspecified: {statement_gate.words(statement)} words (fewer than {r.min_words})"
+        ]
+    unstated = statement_gate.unstated_names(statement, instance) if r.interface == "reject" else []
+    if unstated:
+        return [
+            "statement_underspecified: the hidden tests use names the reference patch adds and the statement"
+            f" never gives ({', '.join(unstated[:6])}{', …' if len(unstated) > 6 else ''})"
         ]
     return []
 

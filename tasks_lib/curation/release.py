@@ -55,15 +55,20 @@ def build(name: str, seasons: list[str], reuse: list[str] | None = None) -> Path
     corpora (re-packaged, never extracted again: tasks_lib/curation/repackage.py). Every instance is packaged again
     under today's statement rules (curated statements, the leak gate) and checked against the schema; one the
     gate refuses is left out and listed in `rejected.jsonl` with its reasons. An instance id in two inputs is
-    kept once: a season's record over a reused corpus's, a later season's over an earlier one's."""
+    kept once: a season's record over a reused corpus's, a later season's over an earlier one's. A corpus may
+    re-package itself (`pbench corpus v0.3 --reuse v0.3`: every input is read before anything is written; its
+    previous version is in git). What a reused corpus had left out, and no input brings as an instance, stays
+    left out with its reasons (there is no record to package again)."""
     if not name or "/" in name or name.startswith("."):
         raise InputError(f"corpus name {name!r}: a plain folder name, e.g. v0.2")
     if not seasons and not reuse:
         raise InputError("--season: name at least one curated season (or --reuse a corpus)")
     by_id: dict[str, dict] = {}
+    carried: dict[str, list[str]] = {}
     for old in reuse or []:
-        for row in _corpus_rows(old, name):
+        for row in _corpus_rows(old):
             by_id[row["instance_id"]] = row
+        carried.update({r["instance_id"]: list(r["reasons"]) for r in _corpus_rejected(old)})
     for season in seasons:
         for row in _season_instances(season):
             # The instance's own source record decides what a test file is (its infra patterns too).
@@ -84,9 +89,10 @@ def build(name: str, seasons: list[str], reuse: list[str] | None = None) -> Path
     rows = [r.record for r in results if r.record is not None]
     _write(out / "instances.jsonl", rows)
     left_out = {r.instance_id: list(r.reasons) for r in results if r.record is None}
-    for iid, row in season_rejected.items():  # refused by a season's packaging, in no input as an instance
+    carried.update({iid: list(row["reasons"]) for iid, row in season_rejected.items()})
+    for iid, reasons in carried.items():  # refused by a season's or a reused corpus's packaging, in no input
         if iid not in by_id:
-            left_out[iid] = list(row["reasons"])
+            left_out[iid] = reasons
     _write(out / "rejected.jsonl", [{"instance_id": i, "reasons": left_out[i]} for i in sorted(left_out)])
     _write(out / "statements.jsonl", [r.row() for r in results])
     (out / "README.md").write_text(card(name, rows, seasons, results, reuse or [], left_out))
@@ -99,12 +105,12 @@ def _write(path: Path, rows: list[dict]) -> None:
     tmp.replace(path)
 
 
-def _corpus_rows(old: str, new: str) -> list[dict]:
-    path = corpus_dir(old) / "instances.jsonl"
-    if old == new:
-        raise InputError(f"--reuse {old}: a corpus cannot re-package itself (name a new corpus)")
-    if not path.is_file():
+def _corpus_rows(old: str, file: str = "instances.jsonl") -> list[dict]:
+    path = corpus_dir(old) / file
+    if not (corpus_dir(old) / "instances.jsonl").is_file():
         raise InputError(f"--reuse {old}: {path} missing (known: {', '.join(_known()) or 'none'})")
+    if not path.is_file():
+        return []
     rows = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -113,6 +119,17 @@ def _corpus_rows(old: str, new: str) -> list[dict]:
             rows.append(json.loads(line))
         except json.JSONDecodeError as exc:
             raise InputError(f"--reuse {old}: {path}:{n}: not JSON ({exc.msg})") from None
+    return rows
+
+
+def _corpus_rejected(old: str) -> list[dict]:
+    """A committed corpus's `rejected.jsonl` rows: instance_id and reasons."""
+    rows = _corpus_rows(old, "rejected.jsonl")
+    for n, row in enumerate(rows, start=1):
+        if not isinstance(row.get("instance_id"), str) or not isinstance(row.get("reasons"), list):
+            raise InputError(
+                f"--reuse {old}: rejected.jsonl row {n}: needs instance_id and a list of reasons"
+            )
     return rows
 
 
@@ -165,7 +182,9 @@ def card(
         + "."
         + (
             " Re-packaged without extracting again (statement rules of today): "
-            + ", ".join(f"`{c}`" for c in reuse)
+            + ", ".join(
+                f"`{c}`" + (" (its own previous version, in git)" if c == name else "") for c in reuse
+            )
             + "."
             if reuse
             else ""

@@ -54,11 +54,11 @@ class Repackaged:
 
 def statement_source(notes: str) -> str:
     """Where an instance's statement comes from, read from the note packaging wrote."""
-    if notes.startswith("problem_statement curated"):
+    if notes.startswith(packaging.CURATED_PREFIX):
         return "curated"
     if notes.startswith(packaging.ISSUE_NOTE):
         return "issue"
-    if notes.startswith("problem_statement sourced from the PR title"):
+    if notes.startswith(packaging.TITLE_PREFIX):
         return "pr_title"
     if "Leak gate: sections dropped" in notes:
         return "pr_description_sections_dropped"
@@ -78,7 +78,7 @@ def _upstream(record: dict, pr: PullRequest | None) -> tuple[str, str, str]:
         statement, note = packaging.problem_statement(pr)
         return statement, note, pr.hints_text
     notes = record.get("notes") or ""
-    note = notes.split(" Upstream: ", 1)[1] if notes.startswith("problem_statement curated") else notes
+    note = notes.split(" Upstream: ", 1)[1] if notes.startswith(packaging.CURATED_PREFIX) else notes
     for text in extraction_notes(note):
         note = note.replace(text, "")
     note = re.sub(r"\s*Leak gate: sections dropped \([^)]*\)\.", "", note).strip()

@@ -144,8 +144,18 @@ def test_a_corpus_reuses_another_without_extracting_and_says_what_it_left_out(da
     assert "| the PR description | 1 |" in card and "1 statement_underspecified" in card
     assert "1 statement_leaks" in card  # what a season's packaging refused counts too
     assert "Re-packaged without extracting again" in card
-    with pytest.raises(InputError, match="--reuse v2: a corpus cannot re-package itself"):
-        corpus_release.build("v2", [], ["v2"])
+    # A corpus re-packages itself: its instances again, and what it left out stays left out with its reasons
+    # (no record to package again), unless an input brings the instance.
+    again = corpus_release.build("v2", [], ["v2"])
+    assert [json.loads(x)["instance_id"] for x in (again / "instances.jsonl").read_text().splitlines()] == [
+        good["instance_id"]
+    ]
+    kept_out = [json.loads(x) for x in (again / "rejected.jsonl").read_text().splitlines()]
+    assert {r["instance_id"]: r["reasons"] for r in kept_out} == {
+        "acme__shop-7": refused["reasons"],
+        terse["instance_id"]: ["statement_underspecified: 2 words (fewer than 10)"],
+    }
+    assert "`v2` (its own previous version, in git)" in (again / "README.md").read_text()
     with pytest.raises(InputError, match=r"--reuse v7: .*missing \(known: v1, v2\)"):
         corpus_release.build("v3", [], ["v7"])
 

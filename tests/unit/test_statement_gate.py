@@ -82,3 +82,115 @@ def test_a_statement_of_a_few_words_is_underspecified():
     inst = _instance("✨ Add Login e2e tests")
     assert packaging.apply_leak_gate(inst) == ["statement_underspecified: 4 words (fewer than 10)"]
     assert statement_gate.words(GOOD) >= statement_gate.rules().min_words
+
+
+def test_a_pr_description_loses_its_implementation_sections_even_when_nothing_leaks():
+    """Rule (`sections.drop = "always"`): what the PR did is the answer, named or not; the note says which
+    sections went. A statement from an issue keeps its sections when nothing leaks."""
+    body = f"## Problem\n{GOOD}\n\n## Changes\n- The lookup now goes through a helper that raises early.\n"
+    inst = _instance(body)
+    assert packaging.apply_leak_gate(inst) == []
+    assert "helper" not in inst["problem_statement"] and "sections dropped (Changes)" in inst["notes"]
+    issue = {**_instance(body), "notes": f"{packaging.ISSUE_NOTE} (#3)."}
+    assert packaging.apply_leak_gate(issue) == [] and "helper" in issue["problem_statement"]
+
+
+def test_a_dropped_section_takes_its_subsections_and_code_blocks_hold_no_headings():
+    """Rule: deeper headings and bold labels under a dropped heading go with it; a `#` line in a fenced block
+    (a shell comment) neither starts a section nor ends one; a level-1 heading is a title, kept unless it is
+    one of the rules' headings with at most two more words."""
+    body = (
+        f"# Fix items answering 500 when the item does not exist\n{GOOD}\n\n## Testing\n### Unit\n**Added:**\n"
+        "- one test per route\n```bash\n# run them all\npytest -q tests\n```\n12 passed\n\n## Impact\nClients can tell.\n"
+    )
+    kept, dropped = statement_gate.clean(body)
+    assert dropped == ["Testing"]
+    assert kept.startswith("# Fix items answering 500") and kept.endswith("Clients can tell.")
+    assert "pytest" not in kept and "12 passed" not in kept and "one test" not in kept
+
+
+def test_what_a_template_leaves_is_removed():
+    """Rule: HTML comments (hidden when rendered), metadata lines (sign-offs, a bare `Closes #12`, in a list or
+    bold too) and sections with no line of prose (task-list items, rules, emphasised placeholders) are not the
+    author's words on the task; a statement left with too few words is underspecified."""
+    body = (
+        "<!-- Describe the change and link the issue -->\n## Related issue\n- **Closes:** #12\n\n"
+        f"## Summary\n{GOOD}\n<!-- unclosed reminder\nstill hidden\n"
+    )
+    assert statement_gate.tidy(body).endswith(GOOD) and "Describe" not in statement_gate.tidy(body)
+    template = (
+        f"## Summary\n{GOOD}\n\n## Type of change\n- [x] Bug fix\n- [ ] Feature\n\n---\n\n"
+        "## Notes (optional)\n_Screenshots, design decisions or more context._\n\nSigned-off-by: A <a@b.c>\n"
+    )
+    inst = _instance(template)
+    assert packaging.apply_leak_gate(inst) == []
+    assert inst["problem_statement"] == f"## Summary\n{GOOD}"
+    assert "Type of change (template)" in inst["notes"]
+    empty = _instance(
+        "## Summary\n\n## Type of change\n- [x] Bug fix\n\nSigned-off-by: A <a@b.c>\nCloses #4\n"
+    )
+    assert packaging.apply_leak_gate(empty) == ["statement_underspecified: 0 words (fewer than 10)"]
+
+
+def test_a_pr_title_alone_is_underspecified_however_long(tmp_path):
+    """Rule (`title_alone`): a PR without a description, or whose description only repeats its title, gives
+    the agent a title: a title names a change, it does not specify one."""
+    from tests.unit.test_repackage import _pr, _record
+
+    record = _record()
+    title = "♻️ Redirect the user to the login page when the API answers 401 or 403 to any request"
+    echo = _pr(record, title=title, body=f"{title.replace('♻️ ', '')}\n", closing_issues=())
+    text, note = packaging.problem_statement(echo)
+    assert (text, note) == (title, packaging.TITLE_NOTE)
+    inst = {**_instance(text), "notes": note}
+    assert packaging.apply_leak_gate(inst) == ["statement_underspecified: the PR title alone (17 words)"]
+
+
+NEW_HELPER = (
+    "diff --git a/app/items.py b/app/items.py\n--- a/app/items.py\n+++ b/app/items.py\n@@ -1,2 +1,9 @@\n"
+    "+def find_item_or_404(db, item_id):\n+    def _inner():\n+        return 1\n+    return db.get(item_id)\n"
+    "-def moved_helper(x):\n+def moved_helper(x, y=None):\n+class ItemMissing(Exception):\n+    def __init__(self):\n"
+)
+NEW_TESTS = (
+    "diff --git a/tests/test_items.py b/tests/test_items.py\n--- a/tests/test_items.py\n+++ b/tests/test_items.py\n"
+    "@@ -1 +1,6 @@\n+from app.items import ItemMissing, find_item_or_404\n+def test_x(db):\n"
+    "+    assert find_item_or_404(db, 1)\n+    moved_helper(1)\n+    _inner()\n+    ItemMissing.__init__\n"
+)
+
+
+def test_a_statement_must_name_what_the_hidden_tests_use_that_the_patch_adds():
+    """Rule (`interface.unstated = "reject"`): a name the reference patch adds at module or class level and the
+    hidden tests import, call or reach is the task's interface: a statement that never gives it is
+    underspecified. A name the patch also removes (a changed signature), a nested function and a dunder are not
+    counted."""
+    inst = {**_instance(GOOD), "patch": NEW_HELPER, "test_patch": NEW_TESTS}
+    assert statement_gate.new_names(inst) == ["ItemMissing", "find_item_or_404"]
+    (reason,) = packaging.apply_leak_gate(dict(inst))
+    assert reason == (
+        "statement_underspecified: the hidden tests use names the reference patch adds and the statement"
+        " never gives (ItemMissing, find_item_or_404)"
+    )
+    told = GOOD + " Add app.items.find_item_or_404(db, item_id), raising ItemMissing when there is none."
+    assert packaging.apply_leak_gate({**inst, "problem_statement": told}) == []
+
+
+def test_a_bad_rules_file_is_an_input_error_naming_the_key(tmp_path, monkeypatch):
+    from tasks_lib.core import paths
+    from tasks_lib.core.errors import InputError
+
+    text = (
+        (paths.data_dir() / "statement_rules.toml")
+        .read_text()
+        .replace('drop = "always"', 'drop = "sometimes"')
+    )
+    (tmp_path / "statement_rules.toml").write_text(text)
+    monkeypatch.setenv("PBENCH_DATA_DIR", str(tmp_path))
+    statement_gate.rules.cache_clear()
+    try:
+        with pytest.raises(
+            InputError, match=r"statement_rules.toml: sections.drop = 'sometimes': one of always, on_leak"
+        ):
+            statement_gate.rules()
+    finally:
+        monkeypatch.undo()
+        statement_gate.rules.cache_clear()
