@@ -121,8 +121,10 @@ def apply_leak_gate(instance: dict) -> list[str]:
     upstream statement is first made what it renders as (`tidy`: a PR template's HTML comments go). A PR
     description loses its testing / implementation sections (what the PR did is the answer; with
     `sections.drop = "on_leak"`, only when it leaks), and any statement that leaks does too. If it still leaks,
-    or too little is left, or it is a PR title alone, the reasons (the instance is rejected with them). A
-    statement kept with sections dropped says so in the notes."""
+    or too little is left, or it is a PR title alone, or it never names what the hidden tests use that the
+    reference patch adds, the reasons (the instance is rejected with them). A statement kept with sections
+    dropped says so in the notes. Hints (the issues' comments, shown with `pbench show --with-hints`) that leak
+    are dropped, and the notes say what leaked."""
     r = statement_gate.rules()
     notes = instance.get("notes") or ""
     statement = instance.get("problem_statement") or ""
@@ -137,7 +139,14 @@ def apply_leak_gate(instance: dict) -> list[str]:
             notes = " ".join([notes, f"Leak gate: sections dropped ({', '.join(dropped)})."]).strip()
     if verdict.leaks:
         return [f"statement_leaks: {verdict.reason()}"]
+    hints = statement_gate.tidy(instance.get("hints_text") or "")
+    leaky_hints = statement_gate.check(hints, instance) if hints else None
+    if leaky_hints is not None and leaky_hints.leaks:  # `pbench show --with-hints` shows them to the agent
+        hints = ""
+        notes = " ".join([notes, f"Leak gate: hints_text dropped ({leaky_hints.reason()})."])
     instance["problem_statement"], instance["notes"] = statement, notes
+    if "hints_text" in instance:
+        instance["hints_text"] = hints
     if r.title_alone and notes.startswith(TITLE_PREFIX):
         return [f"statement_underspecified: the PR title alone ({statement_gate.words(statement)} words)"]
     if statement_gate.underspecified(statement):

@@ -81,7 +81,7 @@ def _upstream(record: dict, pr: PullRequest | None) -> tuple[str, str, str]:
     note = notes.split(" Upstream: ", 1)[1] if notes.startswith(packaging.CURATED_PREFIX) else notes
     for text in extraction_notes(note):
         note = note.replace(text, "")
-    note = re.sub(r"\s*Leak gate: sections dropped \([^)]*\)\.", "", note).strip()
+    note = re.sub(r"\s*Leak gate: (sections|hints_text) dropped \(.*?\)\.(?=\s|$)", "", note).strip()
     return record.get("problem_statement") or "", note, record.get("hints_text") or ""
 
 

@@ -194,3 +194,16 @@ def test_a_bad_rules_file_is_an_input_error_naming_the_key(tmp_path, monkeypatch
     finally:
         monkeypatch.undo()
         statement_gate.rules.cache_clear()
+
+
+def test_hints_that_leak_are_dropped_and_the_note_says_what_leaked():
+    """Rule: `pbench show --with-hints` hands the issues' comments to the agent, so they pass the same leak
+    rules; hints that leak are dropped (the statement stays), the notes name what leaked."""
+    inst = {**_instance(GOOD), "hints_text": "Maybe test_read_item_not_found covers it?"}
+    assert packaging.apply_leak_gate(inst) == []
+    assert inst["hints_text"] == "" and "hints_text dropped (test: test_read_item_not_found)" in inst["notes"]
+    clean = {**_instance(GOOD), "hints_text": "Old orders still point at such items."}
+    assert (
+        packaging.apply_leak_gate(clean) == []
+        and clean["hints_text"] == "Old orders still point at such items."
+    )
