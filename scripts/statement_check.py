@@ -3,9 +3,9 @@
     python scripts/statement_check.py --dataset v0.2 data/statements/mcp-context-forge.jsonl [more.jsonl ...]
 
 For each statement of the files (the `data/statements/<source>.jsonl` format, tasks_lib/curation/statements.py), the
-gate's verdict against its instance in the corpus (tasks_lib/curation/statement_gate.py: a hidden test named, a test
-file named, a line of either patch quoted, a diff; a name the reference patch adds and the hidden tests use left
-unnamed) and its word count. Exit 1 when one leaks, is too short or
+verdict of the gate packaging applies (`packaging.apply_leak_gate`, tasks_lib/curation/statement_gate.py: a hidden
+test named, a test file named, a line of either patch quoted, a diff; too few words; a name the reference patch
+adds and the hidden tests use left unnamed) against its instance in the corpus, and its word count. Exit 1 when one leaks, is too short or
 names an instance the corpus does not hold; 2 on unreadable input.
 """
 
@@ -19,10 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tasks_lib.core.errors import InputError  # noqa: E402
-from tasks_lib.curation import (
-    statement_gate,
-    statements,  # noqa: E402
-)
+from tasks_lib.curation import packaging, statement_gate, statements  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,20 +43,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{iid}: not in {path}")
             bad += 1
             continue
-        verdict = statement_gate.check(c.statement, record)
-        n = statement_gate.words(c.statement)
-        short = statement_gate.underspecified(c.statement)
-        unstated = statement_gate.unstated_names(c.statement, record)
-        ok = not verdict.leaks and not short and not unstated
-        bad += not ok
-        why = (
-            verdict.reason()
-            if verdict.leaks
-            else "too short"
-            if short
-            else f"never names what the hidden tests use: {', '.join(unstated)}"
+        # The gate packaging applies, on the record with this curated statement and a curated note.
+        inst = {**record, "problem_statement": c.statement, "notes": c.note("curated")}
+        reasons = packaging.apply_leak_gate(inst)
+        if not reasons and inst["problem_statement"] != c.statement:
+            reasons = ["the gate would change it (sections dropped): write it without them"]
+        bad += bool(reasons)
+        words = statement_gate.words(c.statement)
+        print(
+            f"{iid}: {'REFUSED' if reasons else 'ok'} ({words} words){': ' + '; '.join(reasons) if reasons else ''}"
         )
-        print(f"{iid}: {'ok' if ok else 'REFUSED'} ({n} words){'' if ok else ': ' + why}")
     return 1 if bad else 0
 
 

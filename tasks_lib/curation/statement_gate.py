@@ -29,7 +29,7 @@ _DIFF = re.compile(r"(?m)^(@@ -\d+(,\d+)? \+\d+(,\d+)? @@|diff --git |\+\+\+ b/|
 _HEADING = re.compile(r"(?m)^(#{1,6})\s+(.+?)\s*#*\s*$|^\*\*(.+?)\*\*:?\s*$")
 _WORD = re.compile(r"\w+")
 # A definition: Python `def` / `class` (indent, name) or a TypeScript export (name).
-_PY_DEF = re.compile(r"^([ \t]*)(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)")
+_PY_DEF = re.compile(r"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)")
 _TS_EXPORT = re.compile(
     r"^[ \t]*export[ \t]+(?:default[ \t]+)?(?:async[ \t]+)?(?:function\*?|const|let|class)[ \t]+(\w+)"
 )
@@ -316,7 +316,7 @@ def _definitions(patch: str) -> tuple[set[str], set[str]]:
         hunk = _HUNK.match(line)
         if hunk:
             context = _PY_DEF.match(hunk.group(1))  # git names the enclosing definition after the `@@`
-            top = "" if not context else "class" if context.group(1) or _is_class(hunk.group(1)) else "def"
+            top = "" if not context else "class" if context.group(1) else context.group(2)
             continue
         side, text = line[:1], line[1:]
         if side not in "+- ":
@@ -325,18 +325,14 @@ def _definitions(patch: str) -> tuple[set[str], set[str]]:
         py = _PY_DEF.match(text)
         name = ts.group(1) if ts else None
         if py and not py.group(1):
-            top, name = "class" if _is_class(text) else "def", py.group(2)
+            top, name = py.group(2), py.group(3)
         elif py and len(py.group(1).expandtabs(4)) <= 4 and top != "def":  # a method (or unknown: counted)
-            name = py.group(2)
+            name = py.group(3)
         if name and side == "+":
             added.add(name)
         elif name and side == "-":
             removed.add(name)
     return added, removed
-
-
-def _is_class(line: str) -> bool:
-    return bool(re.match(r"[ \t]*class\b", line))
 
 
 def unstated_names(statement: str, instance: Mapping, r: Rules | None = None) -> list[str]:
