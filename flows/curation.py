@@ -101,12 +101,21 @@ def extract_pr(
     mirror: str | None,
     era: str | None = None,
     harness_key: str = "",
+    labels: str = "pbench",
 ) -> dict:
     # The PR's era decides lock files, installer and commands (e.g. poetry before uv).
     source = load_source(source_name).for_era(era)
     repo = repos.repo_dir(source, mirror)
     result = extraction.extract(
-        source, repo, number, base, head, Path(log_dir), head_runs=head_runs, base_runs=base_runs
+        source,
+        repo,
+        number,
+        base,
+        head,
+        Path(log_dir),
+        head_runs=head_runs,
+        base_runs=base_runs,
+        labels=labels,
     )
     if result.status in (ExtractionStatus.INFRA_ERROR, ExtractionStatus.TIMEOUT):
         raise TransientExtractionError(f"#{number}: {result.status}: {result.error}", log_path=log_dir)
@@ -189,7 +198,7 @@ def _source(
     jobs, results = season_plan.plan_extractions(
         spec, source, repos.repo_dir(source, mirror), out, limit, images.identity()
     )
-    not_listed = curation.listed_not_kept(source, out, spec.prs) if spec.prs else {}
+    not_listed = curation.listed_not_kept(source, out, spec.prs, spec.waive) if spec.prs else {}
     for number, why in not_listed.items():
         logger.warning("%s: PR #%d of extraction.prs is not extracted: %s", source_name, number, why)
     logger.info("%s: extracting FAIL_TO_PASS for %d PR(s)", source_name, len(jobs))
@@ -236,6 +245,7 @@ def _extract_all(
             mirror,
             job.era,
             job.harness_key,
+            spec.labels,
         )
 
     written = time.monotonic()

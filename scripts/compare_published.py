@@ -53,7 +53,7 @@ def ours_from_season(season: str) -> dict[int, dict]:
                 tests = sorted(list(row["backend_fail_to_pass"]) + list(row["frontend_fail_to_pass"]))
                 found[row["number"]] = {"status": row["status"], "f2p": tests, "from": f"season {season}"}
         if spec.prs and (out / "filter.parquet").is_file():
-            for number, why in curation.listed_not_kept(load_source(name), out, spec.prs).items():
+            for number, why in curation.listed_not_kept(load_source(name), out, spec.prs, spec.waive).items():
                 found[number] = {"status": why, "f2p": [], "from": f"season {season}"}
     return found
 

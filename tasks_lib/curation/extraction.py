@@ -148,6 +148,7 @@ def extract(
     head_runs: int = 3,
     base_runs: int = 2,
     run: Callable[[engine.RunRequest], engine.RunResult] = engine.run_tests,
+    labels: str = "pbench",
 ) -> ExtractionResult:
     if head_runs < 3 or base_runs < 2:
         raise ValueError("flakiness needs at least 3 head runs and 2 base runs")
@@ -181,7 +182,7 @@ def extract(
     if state is None:
         return _done(result, start, log_dir)
     for side in sides:
-        _label_side(source, repo, base, head, split, side, state[side], result)
+        _label_side(source, repo, base, head, split, side, state[side], result, labels)
     has_f2p = result.backend_fail_to_pass or result.frontend_fail_to_pass
     result.status = ExtractionStatus.OK if has_f2p else ExtractionStatus.NO_FAIL_TO_PASS
     return _done(result, start, log_dir)
@@ -211,9 +212,11 @@ def _run_sides(source, repo, number, base, log_dir, sides, chains, run, result) 
     return state
 
 
-def _label_side(source, repo, base, head, split, side, state: _SideState, result: ExtractionResult) -> None:
-    """One side's FAIL_TO_PASS / PASS_TO_PASS from its runs (`grading.extract_labels`); a side where nothing
-    passed at head has no base run and labels nothing."""
+def _label_side(
+    source, repo, base, head, split, side, state: _SideState, result: ExtractionResult, rule: str = "pbench"
+) -> None:
+    """One side's FAIL_TO_PASS / PASS_TO_PASS from its runs (`grading.extract_labels` under `rule`); a side
+    where nothing passed at head has no base run and labels nothing."""
     outcomes = state.outcomes
     if not outcomes["base"]:
         return
@@ -222,7 +225,11 @@ def _label_side(source, repo, base, head, split, side, state: _SideState, result
     else:
         changed = _changed_spec_tests(source, repo, base, head, split.test_patch_frontend, outcomes["head"])
     labels = grading.extract_labels(
-        outcomes["base"], outcomes["head"], base_collection_errors=state.base_errors, changed_tests=changed
+        outcomes["base"],
+        outcomes["head"],
+        base_collection_errors=state.base_errors,
+        changed_tests=changed,
+        rule=rule,
     )
     result.set_labels(side, labels)
 

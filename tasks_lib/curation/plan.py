@@ -129,7 +129,7 @@ def plan_extractions(
     """The season's extractions of one source, highest priority first (at most `limit`), and the results
     that stand for PRs whose commits are not in the repository. `images_key` (the base images' ids,
     `images.identity()`) is part of every job's harness key: a rebuilt base re-extracts."""
-    candidates = curation.extraction_candidates(source, out, season.order, season.prs)
+    candidates = curation.extraction_candidates(source, out, season.order, season.prs, season.waive)
     if limit:
         candidates = candidates[:limit]
     jobs, missing = [], []

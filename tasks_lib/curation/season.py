@@ -12,8 +12,12 @@ from tasks_lib.core import paths
 from tasks_lib.core.constants import StackDomain
 from tasks_lib.core.errors import InputError
 from tasks_lib.corpus import tiering
+from tasks_lib.engine.grading import LABEL_RULES
 
 ORDERS = ("oldest", "newest")
+# Filter reasons a season may waive for its listed PRs: rules of size and shape, never what makes a PR no
+# task (bots, docs, no tests, another branch).
+WAIVABLE = ("too_large", "too_small")
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,11 @@ class Season:
     # `extraction.prs`: only these PRs, in this order (a published corpus reproduced, a re-extraction of
     # chosen PRs); a listed PR the filter did not keep is reported with its reasons, never extracted.
     prs: tuple[int, ...] = ()
+    # `extraction.labels`: the labelling rule (`grading.LABEL_RULES`); "published-v0.1" only to reproduce the
+    # published corpus. `extraction.waive`: filter reasons not held against the PRs of `extraction.prs` (a
+    # published curation that had no such rule, e.g. no size cap: `too_large`).
+    labels: str = "pbench"
+    waive: tuple[str, ...] = ()
     path: Path | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -142,6 +151,8 @@ def load_season(name: str, *, sources: list[str] | None = None) -> Season:
         max_concurrency=_number(path, ext, "max_concurrency", int, 2, "extraction"),
         order=ext.get("order", "oldest"),
         prs=_pr_numbers(path, ext),
+        labels=ext.get("labels", "pbench"),
+        waive=_str_list(path, ext, "waive"),
         path=path,
         raw=raw,
     )
@@ -151,6 +162,17 @@ def load_season(name: str, *, sources: list[str] | None = None) -> Season:
         raise _err(path, "target_models", "must name at least one model (see data/model_cutoffs.toml)")
     if season.order not in ORDERS:
         raise _err(path, "extraction.order", f"must be one of {', '.join(ORDERS)}, got {season.order!r}")
+    if season.labels not in LABEL_RULES:
+        raise _err(
+            path, "extraction.labels", f"must be one of {', '.join(LABEL_RULES)}, got {season.labels!r}"
+        )
+    if season.waive and not season.prs:
+        raise _err(
+            path, "extraction.waive", "waives filter reasons for the PRs of extraction.prs only: list them"
+        )
+    bad_waive = [r for r in season.waive if r.split(":", 1)[0] not in WAIVABLE]
+    if bad_waive:
+        raise _err(path, "extraction.waive", f"{bad_waive}: only {', '.join(WAIVABLE)} can be waived")
     if season.head_runs < 3 or season.base_runs < 2:
         raise _err(path, "extraction", "head_runs must be >= 3 and base_runs >= 2 (flakiness detection)")
     return season

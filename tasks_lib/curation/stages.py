@@ -165,24 +165,37 @@ def stage_distribution(season: Season, source: SourceRecord, out: Path) -> tuple
     return out / "distribution.parquet", distribution.to_markdown(report), warnings
 
 
+def _kept(verdict, waive: tuple[str, ...]) -> bool:
+    """Kept by the filter, or refused only for reasons the season waives (its listed PRs alone)."""
+    return verdict.kept or bool(waive) and all(r in waive for r in verdict.reasons)
+
+
 def extraction_candidates(
-    source: SourceRecord, out: Path, order: str = "oldest", only: tuple[int, ...] = ()
+    source: SourceRecord,
+    out: Path,
+    order: str = "oldest",
+    only: tuple[int, ...] = (),
+    waive: tuple[str, ...] = (),
 ) -> list[PullRequest]:
     """Kept PRs with a domain in the mix, highest priority first; ties by PR number, lowest first ("oldest")
     or highest first ("newest", the season's `extraction.order`). `only` (the season's `extraction.prs`):
-    those PRs alone, in its order; `listed_not_kept` says why the others are not there."""
+    those PRs alone, in its order, with the filter reasons in `waive` not held against them;
+    `listed_not_kept` says why the others are not there."""
     prs = {p.number: p for p in read_prs_parquet(out / "prs.parquet")}
-    verdicts = [v for v in filtering.read_filter_parquet(out / "filter.parquet") if v.kept]
+    verdicts = filtering.read_filter_parquet(out / "filter.parquet")
     if only:
-        kept = {v.number for v in verdicts}
+        kept = {v.number for v in verdicts if _kept(v, waive)}
         chosen = [prs[n] for n in only if n in kept]
     else:
         sign = -1 if order == "newest" else 1
+        verdicts = [v for v in verdicts if v.kept]
         chosen = [prs[v.number] for v in sorted(verdicts, key=lambda v: (-v.priority, sign * v.number))]
     return [p for p in chosen if filtering.pr_stack_domain(p, source) is not None]
 
 
-def listed_not_kept(source: SourceRecord, out: Path, only: tuple[int, ...]) -> dict[int, str]:
+def listed_not_kept(
+    source: SourceRecord, out: Path, only: tuple[int, ...], waive: tuple[str, ...] = ()
+) -> dict[int, str]:
     """Each PR of a season's `extraction.prs` that will not be extracted, with the reason: not in the crawl
     (outside the window or the export), the filter's reasons, or a stack domain outside the source's mix."""
     prs = {p.number: p for p in read_prs_parquet(out / "prs.parquet")}
@@ -192,8 +205,8 @@ def listed_not_kept(source: SourceRecord, out: Path, only: tuple[int, ...]) -> d
         v = verdicts.get(n)
         if n not in prs or v is None:
             why[n] = "not in the crawl (outside the season's window or not in the export)"
-        elif not v.kept:
-            why[n] = "filtered: " + ", ".join(v.reasons)
+        elif not _kept(v, waive):
+            why[n] = "filtered: " + ", ".join(r for r in v.reasons if r not in waive)
         elif filtering.pr_stack_domain(prs[n], source) is None:
             why[n] = "no stack domain of the source"
     return why
@@ -332,6 +345,14 @@ def dataset_card(season: Season, instances: list[dict]) -> str:
         f"(harness {HARNESS_VERSION}, head side run {season.head_runs}x, base side {season.base_runs}x; "
         "flaky tests excluded).",
         "",
+    ]
+    if season.labels != "pbench":
+        lines += [
+            f"FAIL_TO_PASS here follows the labelling rule `{season.labels}` (tasks_lib/engine/grading.py), "
+            "kept only to reproduce a published corpus: not the project's own rule.",
+            "",
+        ]
+    lines += [
         "| | count |",
         "|---|---|",
         f"| instances | {len(instances)} |",

@@ -13,6 +13,16 @@ from tasks_lib.formats.changed_tests import strip_params
 
 MISSING = "missing"
 
+# How FAIL_TO_PASS treats a test with no base outcome (a season's `extraction.labels`):
+#   "pbench": a test of a file that failed to collect at base is FAIL_TO_PASS when the test patch adds or
+#       rewrites it and it passes at head (as written it cannot run at base); the file's other tests are set
+#       aside (`unknown_at_base`);
+#   "published-v0.1": the published PrototypeBench v0.1 extraction (prototypebench/prototypebench,
+#       harness/extract.py): FAIL_TO_PASS needs a failing base outcome, so a test missing at base is never one;
+#       only when no base test passed at all and nothing is FAIL_TO_PASS, the tests the test patch adds or
+#       rewrites that pass at head are. For reproducing the published corpus, never a default.
+LABEL_RULES = ("pbench", "published-v0.1")
+
 
 def file_of(test_id: str) -> str:
     """The test file of a pytest node id (`path::name`) or a Playwright id (`path:line:col › title`)."""
@@ -44,6 +54,7 @@ def extract_labels(
     *,
     base_collection_errors: Iterable[str] = (),
     changed_tests: Iterable[str] = (),
+    rule: str = "pbench",
 ) -> Labels:
     """FAIL_TO_PASS = fail -> pass, PASS_TO_PASS = pass -> pass, over repeated runs of each side.
 
@@ -51,9 +62,14 @@ def extract_labels(
     When a test file fails to collect at base, its tests have no base outcome: the fallback keeps those
     the test patch adds or rewrites (`changed_tests`: as written, they cannot run at base) when they pass at
     head, and sets the rest aside (unchanged tests whose only tie to the PR may be the file's broken import).
+    `rule` is one of LABEL_RULES (above); "published-v0.1" answers what the published harness would have.
     """
     if not head_runs or not base_runs:
         raise ValueError("extraction needs at least one run of each side")
+    if rule not in LABEL_RULES:
+        raise ValueError(f"labelling rule: one of {', '.join(LABEL_RULES)}, got {rule!r}")
+    if rule == "published-v0.1":
+        return _published_labels(base_runs, head_runs, changed_tests)
     broken_files = {file_of(e) for e in base_collection_errors}
     changed = {strip_params(t) for t in changed_tests}
     all_ids = set().union(*head_runs, *base_runs)
@@ -78,6 +94,39 @@ def extract_labels(
         else:
             f2p.append(test_id)
     return Labels(f2p, p2p, flaky, unknown, fallback_used)
+
+
+def _published_labels(base_runs, head_runs, changed_tests) -> Labels:
+    """The published v0.1 rule over repeated runs (flaky tests excluded as in ours): FAIL_TO_PASS = a stable
+    failing base outcome and a stable pass at head; a test missing at base is in neither list, except through
+    the published fallback (no base test passed and nothing is FAIL_TO_PASS: the changed tests passing at
+    head). Its fallback then makes PASS_TO_PASS every other test passing at head, as the published one did."""
+    changed = {strip_params(t) for t in changed_tests}
+    all_ids = set().union(*head_runs, *base_runs)
+    f2p, p2p, flaky, unknown, head_pass = [], [], [], [], []
+    base_passed = False
+    for test_id in sorted(all_ids):
+        head = _stable(head_runs, test_id)
+        base = _stable(base_runs, test_id)
+        if head is None or base is None:
+            flaky.append(test_id)
+            continue
+        base_passed = base_passed or base in PASSING_OUTCOMES
+        if head not in PASSING_OUTCOMES:
+            continue
+        head_pass.append(test_id)
+        if base in PASSING_OUTCOMES:
+            p2p.append(test_id)
+        elif base == MISSING:
+            unknown.append(test_id)
+        else:
+            f2p.append(test_id)
+    if not f2p and not base_passed:
+        recovered = [t for t in head_pass if strip_params(t) in changed]
+        if recovered:
+            rest = [t for t in head_pass if t not in set(recovered)]
+            return Labels(recovered, rest, flaky, [], True)
+    return Labels(f2p, p2p, flaky, unknown, False)
 
 
 @dataclass(frozen=True)

@@ -216,6 +216,43 @@ def test_fallback_test_collected_at_base_in_only_one_run_is_flaky():
     assert got.fail_to_pass == []
 
 
+# ------------------------------------------------ extract_labels, the published v0.1 rule (reproduction only)
+
+
+def published(base, head, **kw):
+    return extract_labels(base, head, rule="published-v0.1", **kw)
+
+
+def test_published_rule_never_makes_a_test_missing_at_base_fail_to_pass():
+    """Rule (published harness/extract.py): F2P = base_fail & head_pass, so a test of a file that did not
+    collect at base is in neither list, even one the test patch added; ours would make it F2P."""
+    added = f"{NEW}::test_added"
+    base, head = [{A: F, B: P}] * 2, [{A: P, B: P, added: P}] * 3
+    kw = {"base_collection_errors": [NEW], "changed_tests": [added]}
+    got = published(base, head, **kw)
+    assert got.fail_to_pass == [A] and got.pass_to_pass == [B]
+    assert got.unknown_at_base == [added] and not got.fallback_used
+    assert labels(base, head, **kw).fail_to_pass == sorted([A, added])  # the project's rule, for contrast
+
+
+def test_published_rule_falls_back_to_the_changed_tests_only_when_no_base_test_passed():
+    """Rule: the published fallback fires when the base run passed nothing and F2P is empty: the tests the
+    test patch changed that pass at head become F2P and every other head pass P2P."""
+    added, old = f"{NEW}::test_added", f"{NEW}::test_old"
+    got = published([{}] * 2, [{A: P, added: P, old: P}] * 3, changed_tests=[added])
+    assert got.fail_to_pass == [added] and got.pass_to_pass == sorted([A, old]) and got.fallback_used
+    # one base test passed: no fallback, nothing is F2P
+    got = published([{A: P}] * 2, [{A: P, added: P}] * 3, changed_tests=[added])
+    assert got.fail_to_pass == [] and got.pass_to_pass == [A] and not got.fallback_used
+
+
+def test_published_rule_still_excludes_flaky_tests_and_refuses_unknown_rules():
+    got = published([{A: F}, {A: P}], [{A: P}] * 3)
+    assert got.flaky == [A] and got.fail_to_pass == []
+    with pytest.raises(ValueError, match="labelling rule"):
+        extract_labels([{A: F}] * 2, [{A: P}] * 3, rule="swe-bench")
+
+
 # --------------------------------------------------------------------------- grade
 
 

@@ -44,7 +44,9 @@ def test_plan_keeps_the_priority_order_the_limit_and_stands_in_for_missing_commi
     repository is not extracted, an infra_error result stands for it; every job carries its cache-key inputs
     (lock hashes, era) and its own log folder."""
     prs = [_pr(5), _pr(3, base=None), _pr(8)]
-    monkeypatch.setattr(curation, "extraction_candidates", lambda source, out, order="oldest", only=(): prs)
+    monkeypatch.setattr(
+        curation, "extraction_candidates", lambda source, out, order="oldest", only=(), waive=(): prs
+    )
     monkeypatch.setattr(curation, "deps_key", lambda source, repo, pr: f"locks-{pr.number}")
     season, source = load_season("demo"), load_source("demo")
     jobs, missing = season_plan.plan_extractions(season, source, tmp_path / "repo", tmp_path, limit=2)

@@ -335,6 +335,16 @@ def test_extraction_order_breaks_priority_ties_by_number(tmp_path):
         11: "filtered: too_large",
         42: "not in the crawl (outside the season's window or not in the export)",
     }
+    # extraction.waive: a listed PR refused only for a waived reason is extracted (a published curation
+    # reproduced had no size cap); an unlisted one never is
+    waive = ("too_large",)
+    assert [p.number for p in curation.extraction_candidates(source, out, "newest", listed, waive)] == [
+        9,
+        11,
+        3,
+    ]
+    assert 11 not in curation.listed_not_kept(source, out, listed, waive)
+    assert 11 not in [p.number for p in curation.extraction_candidates(source, out, "newest", (), waive)]
 
 
 @pytest.mark.parametrize(
@@ -353,6 +363,28 @@ def test_extraction_prs_is_checked_when_the_season_is_read(tmp_path, monkeypatch
     assert load_season("s").prs == (9, 3)
     (tmp_path / "season_defs" / "s.toml").write_text(body + value + "\n")
     with pytest.raises(InputError, match=r"s\.toml: field 'extraction\.prs': .*" + re.escape(problem)):
+        load_season("s")
+
+
+@pytest.mark.parametrize(
+    "lines, problem",
+    [('labels = "swe-bench"', "'extraction.labels': must be one of pbench, published-v0.1"),
+     ('waive = ["too_large"]', "'extraction.waive': waives filter reasons for the PRs of extraction.prs only"),
+     ('prs = [3]\nwaive = ["bot_author"]', "'extraction.waive': ['bot_author']: only too_large, too_small")],
+)  # fmt: skip
+def test_labelling_rule_and_waived_reasons_are_checked_when_the_season_is_read(
+    tmp_path, monkeypatch, lines, problem
+):
+    from tasks_lib.core.errors import InputError
+    from tasks_lib.curation.season import load_season
+
+    monkeypatch.setenv("PBENCH_DATA_DIR", str(tmp_path))
+    (tmp_path / "season_defs").mkdir()
+    body = 'name = "s"\nsources = ["demo"]\ntarget_models = ["m"]\n[extraction]\n'
+    (tmp_path / "season_defs" / "s.toml").write_text(body + 'prs = [3]\nlabels = "published-v0.1"\n')
+    assert (load_season("s").labels, load_season("s").waive) == ("published-v0.1", ())
+    (tmp_path / "season_defs" / "s.toml").write_text(body + lines + "\n")
+    with pytest.raises(InputError, match=re.escape(problem)):
         load_season("s")
 
 
