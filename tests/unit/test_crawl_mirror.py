@@ -180,6 +180,20 @@ def test_missing_branch_is_an_input_error(history, tmp_path):
         list(MirrorPRSource(tmp_path / "nope", "shop", REPO, "main").iter_merged_prs(None, None))
 
 
+def test_pr_whose_objects_the_clone_lacks_is_skipped_not_fatal(history, tmp_path):
+    """A partial snapshot (a PR commit's tree missing) loses that PR, counted, and keeps every other one."""
+    import shutil
+
+    repo = tmp_path / "partial"
+    shutil.copytree(history["dir"], repo)
+    tree = _git(repo, "rev-parse", f"{history['squash2']}^{{tree}}")
+    (repo / ".git" / "objects" / tree[:2] / tree[2:]).unlink()
+    source = MirrorPRSource(repo, "shop", REPO, "main")
+    numbers = sorted(pr.number for pr in source.iter_merged_prs(None, None))
+    assert numbers == [1, 3]
+    assert source.stats.unreadable == 1
+
+
 def test_classify_commit_rules():
     """Pure parse: non-PR merges and plain subjects are not PRs; the last `(#N)` is the PR number."""
     when = datetime(2025, 1, 1, tzinfo=UTC)

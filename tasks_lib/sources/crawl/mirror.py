@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from tasks_lib.core.errors import InputError
+from tasks_lib.core.errors import InputError, PbenchError
 from tasks_lib.sources.crawl.base import (
     ChangedFile,
     PullRequest,
@@ -66,6 +66,7 @@ class MirrorStats:
     squashes: int = 0
     duplicates: int = 0
     outside_window: int = 0
+    unreadable: int = 0  # a PR whose commits the clone lacks (a partial snapshot): skipped, named in the log
 
 
 def parse_log(output: str) -> list[Commit]:
@@ -180,18 +181,33 @@ class MirrorPRSource:
             if not in_window(commit.committed_at, since, until):
                 self.stats.outside_window += 1
                 continue
+            try:
+                pr = self._to_pr(commit, found)
+            except PbenchError as exc:
+                # A snapshot that lacks a PR's objects (a shallow or partial mirror) loses that PR, never the
+                # season: the PR is named with git's own words and counted.
+                self.stats.unreadable += 1
+                log.warning(
+                    "mirror %s: PR #%d (commit %s) skipped, its objects are not in the clone: %s",
+                    self.repo_dir,
+                    found.number,
+                    commit.sha[:12],
+                    str(exc).strip().splitlines()[-1] if str(exc).strip() else exc,
+                )
+                continue
             if found.style == "merge":
                 self.stats.merges += 1
             else:
                 self.stats.squashes += 1
-            yield self._to_pr(commit, found)
+            yield pr
         log.info(
-            "mirror %s: %d commits, %d merge PRs, %d squash PRs, %d outside the window",
+            "mirror %s: %d commits, %d merge PRs, %d squash PRs, %d outside the window, %d unreadable",
             self.repo_dir,
             self.stats.commits,
             self.stats.merges,
             self.stats.squashes,
             self.stats.outside_window,
+            self.stats.unreadable,
         )
 
     def _to_pr(self, commit: Commit, found: PRCommit) -> PullRequest:
