@@ -28,6 +28,13 @@ def corpus_dir(name: str) -> Path:
 
 def _season_instances(season_name: str) -> list[dict]:
     spec = load_season(season_name)
+    if spec.labels != "pbench":
+        # A reproduction under another FAIL_TO_PASS rule answers "do we match a published corpus?"; its
+        # instances never mix into a corpus labelled by the project's rule.
+        raise InputError(
+            f"--season {season_name}: labelled under extraction.labels = {spec.labels!r}, a reproduction's "
+            "rule; a corpus takes seasons labelled 'pbench' only"
+        )
     rows: list[dict] = []
     for source in spec.sources:
         path = season_plan.source_out_dir(spec, source) / "instances.jsonl"

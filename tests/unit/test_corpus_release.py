@@ -56,3 +56,18 @@ def test_an_invalid_record_or_name_stops_the_build(data_dir, monkeypatch):
     assert not (data_dir / "corpus" / "v9" / "instances.jsonl").exists()
     with pytest.raises(InputError, match="plain folder name"):
         corpus_release.build("../x", ["a"])
+
+
+def test_a_season_under_a_reproduction_rule_feeds_no_corpus(data_dir):
+    """A season labelled by the published harness's rule (extraction.labels) is refused by name, exit 2."""
+    (data_dir / "season_defs").mkdir()
+    shutil.copy(DATA / "model_cutoffs.toml", data_dir)
+    (data_dir / "season_defs" / "repro.toml").write_text(
+        'name = "repro"\nsources = ["demo"]\ntarget_models = ["claude-opus-4-7"]\n'
+        '[extraction]\nlabels = "published-v0.1"\n'
+    )
+    with pytest.raises(
+        InputError, match="--season repro: labelled under extraction.labels = 'published-v0.1'"
+    ):
+        corpus_release.build("v9", ["repro"])
+    assert not (data_dir / "corpus" / "v9").exists()
