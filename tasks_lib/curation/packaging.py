@@ -11,7 +11,7 @@ from pathlib import Path
 from tasks_lib.core.constants import SCHEMA_VERSION, Tier
 from tasks_lib.corpus import schema
 from tasks_lib.corpus.instance import TaskInstance
-from tasks_lib.curation import statement_gate, statements
+from tasks_lib.curation import interface, statement_gate, statements
 from tasks_lib.curation.extraction import ExtractionResult
 from tasks_lib.formats import patches
 from tasks_lib.images import build as images
@@ -153,7 +153,7 @@ def apply_leak_gate(instance: dict) -> list[str]:
         return [
             f"statement_underspecified: {statement_gate.words(statement)} words (fewer than {r.min_words})"
         ]
-    unstated = statement_gate.unstated_names(statement, instance) if r.interface == "reject" else []
+    unstated = interface.unstated_names(statement, instance) if r.interface == "reject" else []
     if unstated:
         return [
             "statement_underspecified: the hidden tests use names the reference patch adds and the statement"

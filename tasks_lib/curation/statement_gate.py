@@ -1,15 +1,17 @@
 """The leak gate: a problem statement never hands the agent the answer (pure; rules are data/statement_rules.toml).
 
 Computed from the instance itself, whatever the statement's source. A statement leaks when it
-  * names a hidden test: a FAIL_TO_PASS or PASS_TO_PASS function (pytest) or title (Playwright);
-  * names a test file the test patch adds or changes (its path, or its file name);
+  * names a hidden test: a FAIL_TO_PASS or PASS_TO_PASS function or its `Test*` class (pytest), or title
+    (Playwright);
+  * names a test file the test patch adds or changes (its path, its file name, its stem, its module path);
   * quotes a line of the reference or the test patch (an added or removed line, whitespace collapsed, long
     enough to be specific);
-  * holds a diff (a hunk header, `diff --git`, `+++ b/` lines).
+  * holds a diff (a hunk header, `diff --git`, `+++ b/` lines, a fenced block marked `diff` or `patch`).
 `tidy` removes what the rendered text does not show (HTML comments: a PR template's instructions); `check`
 names what leaked; `clean` drops the markdown sections of a PR description that describe the testing or the
 implementation (always for a PR description, `sections.drop = "always"`; on a leak for any statement); `words`
-counts what is left, for the underspecified rule, which also refuses a PR title alone (`title_alone`).
+counts what is left, for the underspecified rule, which also refuses a PR title alone (`title_alone`). The
+interface rule (the names the hidden tests use that the reference patch adds) is `curation.interface`.
 """
 
 from __future__ import annotations
@@ -25,15 +27,12 @@ from tasks_lib.core.errors import InputError
 from tasks_lib.formats.changed_tests import strip_params
 
 _WS = re.compile(r"\s+")
-_DIFF = re.compile(r"(?m)^(@@ -\d+(,\d+)? \+\d+(,\d+)? @@|diff --git |\+\+\+ b/|--- a/)")
+_DIFF = re.compile(
+    r"(?m)^(@@ -\d+(,\d+)? \+\d+(,\d+)? @@|diff --git |\+\+\+ b/|--- a/|\s{0,3}(`{3,}|~{3,})\s*(diff|patch)\b)"
+)
 _HEADING = re.compile(r"(?m)^(#{1,6})\s+(.+?)\s*#*\s*$|^\*\*(.+?)\*\*:?\s*$")
 _WORD = re.compile(r"\w+")
-# A definition: Python `def` / `class` (indent, name) or a TypeScript export (name).
-_PY_DEF = re.compile(r"^([ \t]*)(?:async[ \t]+)?(def|class)[ \t]+(\w+)")
-_TS_EXPORT = re.compile(
-    r"^[ \t]*export[ \t]+(?:default[ \t]+)?(?:async[ \t]+)?(?:function\*?|const|let|class)[ \t]+(\w+)"
-)
-_HUNK = re.compile(r"^@@ [^@]* @@ ?(.*)$")
+_NOT_PLAIN_HEADING = re.compile(r"[=`:]|\*\*|#\d|\w\(|://")
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 _SHORTCODE = re.compile(r":[a-z0-9_+-]+:")  # an emoji written as GitHub's shortcode, `:bulb:`
 _COMMENT = re.compile(r"<!--.*?(-->|\Z)", re.S)
@@ -144,7 +143,8 @@ def _tests(instance: Mapping) -> Iterable[str]:
 
 
 def test_names(instance: Mapping, r: Rules) -> set[str]:
-    """Function names of the pytest ids, titles of the Playwright ids, long enough to be specific."""
+    """Function names of the pytest ids and the test classes that hold them (`path::TestX::test_y`: `TestX`, as
+    pytest collects classes named `Test*`), titles of the Playwright ids, each long enough to be specific."""
     out = set()
     for test_id in _tests(instance):
         if " › " in test_id:
@@ -152,9 +152,9 @@ def test_names(instance: Mapping, r: Rules) -> set[str]:
             if len(title) >= r.min_title_chars:
                 out.add(title)
         else:
-            name = strip_params(test_id).split("::")[-1]
-            if len(name) >= r.min_function_chars:
-                out.add(name)
+            parts = strip_params(test_id).split("::")
+            names = [parts[-1], *(p for p in parts[1:-1] if p.startswith("Test"))]
+            out.update(n for n in names if len(n) >= r.min_function_chars)
     return out
 
 
@@ -164,6 +164,22 @@ def _diff_files(diff: str) -> set[str]:
 
 def _patch_files(instance: Mapping) -> set[str]:
     return {p for key in ("patch", "test_patch") for p in _diff_files(instance.get(key) or "")}
+
+
+def _file_patterns(path: str, r: Rules) -> list[str]:
+    """How a statement may name a test file besides its path: its file name (`test_items.py`, not a longer path
+    ending so), its path as a module (`tests.unit.test_db`), and its stem when that is as specific as a test
+    function name must be (`test_metrics_common`, `login.spec`; also the end of a dotted module path or of the
+    path without its extension)."""
+    name = path.rsplit("/", 1)[-1]
+    stem = name.rsplit(".", 1)[0]
+    out = [
+        rf"(?<![\w/.-]){re.escape(name)}(?![\w])",
+        rf"(?<![\w/.-]){re.escape(path.rsplit('.', 1)[0].replace('/', '.'))}(?![\w])",
+    ]
+    if len(stem) >= r.min_function_chars:
+        out.append(rf"(?<![\w-]){re.escape(stem)}(?![\w])")
+    return out
 
 
 def _diff_lines(diff: str, r: Rules) -> set[str]:
@@ -187,8 +203,7 @@ def check(statement: str, instance: Mapping, r: Rules | None = None) -> Verdict:
         if re.search(rf"(?<![\w]){re.escape(name.lower())}(?![\w])", lower):
             verdict.findings.append(("test", name))
     for path in sorted(_diff_files(instance.get("test_patch") or "")):
-        base = path.rsplit("/", 1)[-1]
-        if path in text or re.search(rf"(?<![\w/.-]){re.escape(base)}(?![\w])", text):
+        if path in text or any(re.search(p, text) for p in _file_patterns(path, r)):
             verdict.findings.append(("file", path))
     for which in ("patch", "test_patch"):
         for line in sorted(_diff_lines(instance.get(which) or "", r)):
@@ -201,11 +216,13 @@ def check(statement: str, instance: Mapping, r: Rules | None = None) -> Verdict:
 
 def sections(text: str) -> list[tuple[int, str, str]]:
     """(level, heading, body) of a markdown text, the body with its heading line: `#` headings by their level, a
-    whole-line bold label (`**Changes:**`) below every `#` level (7); the part before the first heading has level
-    0 and heading "". A line inside a fenced code block is never a heading (`# run the tests` in a shell block)."""
+    whole-line bold label (`**Changes:**`) or a plain-text heading (`plain_heading`: a rendered description pasted
+    as text) below every `#` level (7); the part before the first heading has level 0 and heading "". A line
+    inside a fenced code block is never a heading (`# run the tests` in a shell block)."""
     out, level, heading, body = [], 0, "", []
     fence = ""
-    for line in (text or "").splitlines(keepends=True):
+    lines = (text or "").splitlines(keepends=True)
+    for i, line in enumerate(lines):
         opened = _FENCE.match(line)
         if fence:
             if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
@@ -216,9 +233,34 @@ def sections(text: str) -> list[tuple[int, str, str]]:
             out.append((level, heading, "".join(body)))
             level = len(match.group(1)) if match.group(1) else 7
             heading, body = (match.group(2) or match.group(3) or "").strip(), []
+        elif plain_heading(lines, i):
+            out.append((level, heading, "".join(body)))
+            level, heading, body = 7, line.strip(), []
         body.append(line)
     out.append((level, heading, "".join(body)))
     return [(lv, h, b) for lv, h, b in out if b.strip()]
+
+
+def plain_heading(lines: list[str], i: int) -> bool:
+    """Whether line `i` is a heading written as plain text (a rendered description pasted back, `Test Coverage`
+    above its list): after a blank line (or first), before a blank line or a list item and more text; at most
+    six words, no sentence or list punctuation, no code, markup or issue reference, and its words of four
+    letters or more mostly capitalised (`jq Filter Validation`, not `Fixes the login bug`)."""
+    text = lines[i].strip()
+    if not text or _HEADING.match(text) or (i > 0 and lines[i - 1].strip()) or i + 1 >= len(lines):
+        return False
+    after = lines[i + 1]
+    if after.strip() and not _LIST.match(after.strip()):
+        return False
+    if not any(line.strip() for line in lines[i + 1 :]):
+        return False
+    if _LIST.match(text) or text[0] in "|>`<![" or text[-1] in ".,;:!?" or _NOT_PLAIN_HEADING.search(text):
+        return False
+    words = _WORD.findall(text)
+    long = [w for w in words if len(w) >= 4 and w.isalpha()]
+    if not 1 <= len(words) <= 6 or not long:
+        return False
+    return sum(w[0].isupper() for w in long) * 3 >= len(long) * 2
 
 
 def _heading_words(heading: str) -> list[str]:
@@ -257,10 +299,12 @@ def _is_template(body: str) -> bool:
 def clean(statement: str, r: Rules | None = None, instance: Mapping | None = None) -> tuple[str, list[str]]:
     """The statement without its testing / implementation sections (with their subsections; a heading naming a
     file the instance's patches change is one) and the sections a template left without prose, and the headings
-    dropped (a template's marked so; an empty one not named)."""
+    dropped (a template's marked so; an empty one not named). A kept part's last line that only leads in to a
+    dropped section (`Changes made:`) goes with it."""
     r = r or rules()
     files = tuple(sorted(_patch_files(instance))) if instance is not None else ()
-    kept, dropped = [], []
+    kept: list[str] = []
+    dropped: list[str] = []
     within: int | None = None  # the level of the dropped section whose subsections follow
     for level, heading, body in sections(statement or ""):
         if within is not None and level > within:
@@ -269,6 +313,8 @@ def clean(statement: str, r: Rules | None = None, instance: Mapping | None = Non
         if heading and _is_dropped(heading, level, r, files):
             dropped.append(heading)
             within = level
+            if kept:
+                kept[-1] = _without_lead_in(kept[-1])
         elif _is_template(body):
             if any(line.strip() for line in body.splitlines()[1:]) and heading:
                 dropped.append(f"{heading} (template)")
@@ -277,68 +323,14 @@ def clean(statement: str, r: Rules | None = None, instance: Mapping | None = Non
     return "".join(kept).strip(), dropped
 
 
-def new_names(instance: Mapping, r: Rules | None = None) -> list[str]:
-    """The names the reference patch adds (a `def` or `class` at module or class level, a TypeScript `export`ed
-    function, const or class; not one it also removes, i.e. moves or changes) that the test patch's added lines
-    use: imported, called (`name(`) or reached as an attribute (`.name`). An agent cannot guess them."""
-    r = r or rules()
-    added, removed = _definitions(instance.get("patch") or "")
-    added -= removed
-    tests = "\n".join(
-        line[1:]
-        for line in (instance.get("test_patch") or "").splitlines()
-        if line.startswith("+") and not line.startswith("+++")
-    )
-    out = []
-    for name in sorted(added):
-        if len(name) < r.min_name_chars or (name.startswith("__") and name.endswith("__")):
-            continue
-        word = re.escape(name)
-        if re.search(
-            rf"(?m)(?<![\w])({word}\s*\(|\.{word}(?![\w])|^\s*(from|import)\b.*(?<![\w]){word}(?![\w]))",
-            tests,
-        ) or re.search(rf"(?s)import\s*\{{[^}}]*(?<![\w]){word}(?![\w])[^}}]*\}}", tests):
-            out.append(name)
-    return out
-
-
-def _definitions(patch: str) -> tuple[set[str], set[str]]:
-    """(added, removed) names defined at module or class level on the patch's `+` / `-` lines: a Python `def` at
-    indent 0, or indented under a `class` at indent 0 (the enclosing one read from the diff's lines and hunk
-    headers; a `def` inside a function is not an interface); a TypeScript export."""
-    added: set[str] = set()
-    removed: set[str] = set()
-    top = ""  # the innermost indent-0 definition seen: "class" or "def" ("" unknown)
-    for line in patch.splitlines():
-        if line.startswith(("diff --git ", "+++ ", "--- ")):
-            top = ""
-            continue
-        hunk = _HUNK.match(line)
-        if hunk:
-            context = _PY_DEF.match(hunk.group(1))  # git names the enclosing definition after the `@@`
-            top = "" if not context else "class" if context.group(1) else context.group(2)
-            continue
-        side, text = line[:1], line[1:]
-        if side not in "+- ":
-            continue
-        ts = _TS_EXPORT.match(text)
-        py = _PY_DEF.match(text)
-        name = ts.group(1) if ts else None
-        if py and not py.group(1):
-            top, name = py.group(2), py.group(3)
-        elif py and len(py.group(1).expandtabs(4)) <= 4 and top != "def":  # a method (or unknown: counted)
-            name = py.group(3)
-        if name and side == "+":
-            added.add(name)
-        elif name and side == "-":
-            removed.add(name)
-    return added, removed
-
-
-def unstated_names(statement: str, instance: Mapping, r: Rules | None = None) -> list[str]:
-    """`new_names` the statement never names: the hidden tests need an interface it does not give."""
-    text = statement or ""
-    return [n for n in new_names(instance, r) if not re.search(rf"(?<![\w]){re.escape(n)}(?![\w])", text)]
+def _without_lead_in(body: str) -> str:
+    """The text without a last line that only leads in to what followed it: a short line ending with a colon
+    (`Changes made:`), not a heading."""
+    lines = body.rstrip().splitlines()
+    last = lines[-1].strip() if lines else ""
+    if last.endswith(":") and len(_WORD.findall(last)) <= 6 and not _HEADING.match(last) and len(lines) > 1:
+        return "\n".join(lines[:-1]).rstrip() + "\n\n"
+    return body
 
 
 def words(text: str) -> int:
