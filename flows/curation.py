@@ -102,6 +102,7 @@ def extract_pr(
     era: str | None = None,
     harness_key: str = "",
     labels: str = "pbench",
+    collection_errors: str = "continue",
 ) -> dict:
     # The PR's era decides lock files, installer and commands (e.g. poetry before uv).
     source = load_source(source_name).for_era(era)
@@ -116,6 +117,7 @@ def extract_pr(
         head_runs=head_runs,
         base_runs=base_runs,
         labels=labels,
+        collection_errors=collection_errors,
     )
     if result.status in (ExtractionStatus.INFRA_ERROR, ExtractionStatus.TIMEOUT):
         raise TransientExtractionError(f"#{number}: {result.status}: {result.error}", log_path=log_dir)
@@ -246,6 +248,7 @@ def _extract_all(
             job.era,
             job.harness_key,
             spec.labels,
+            spec.collection_errors,
         )
 
     written = time.monotonic()

@@ -21,7 +21,7 @@ from tasks_lib import engine
 from tasks_lib.core.constants import PASSING_OUTCOMES, ExtractionStatus, RunStatus, Side
 from tasks_lib.engine import grading
 from tasks_lib.formats import patches
-from tasks_lib.formats.changed_tests import changed_spec_tests, changed_test_functions
+from tasks_lib.formats.changed_tests import changed_spec_tests, changed_test_functions, def_line_tests
 from tasks_lib.sources import gitops, test_scope
 from tasks_lib.sources.record import SourceRecord
 
@@ -149,6 +149,7 @@ def extract(
     base_runs: int = 2,
     run: Callable[[engine.RunRequest], engine.RunResult] = engine.run_tests,
     labels: str = "pbench",
+    collection_errors: str = "continue",
 ) -> ExtractionResult:
     if head_runs < 3 or base_runs < 2:
         raise ValueError("flakiness needs at least 3 head runs and 2 base runs")
@@ -182,7 +183,7 @@ def extract(
     if state is None:
         return _done(result, start, log_dir)
     for side in sides:
-        _label_side(source, repo, base, head, split, side, state[side], result, labels)
+        _label_side(source, repo, base, head, split, side, state[side], result, labels, collection_errors)
     has_f2p = result.backend_fail_to_pass or result.frontend_fail_to_pass
     result.status = ExtractionStatus.OK if has_f2p else ExtractionStatus.NO_FAIL_TO_PASS
     return _done(result, start, log_dir)
@@ -213,14 +214,27 @@ def _run_sides(source, repo, number, base, log_dir, sides, chains, run, result) 
 
 
 def _label_side(
-    source, repo, base, head, split, side, state: _SideState, result: ExtractionResult, rule: str = "pbench"
+    source,
+    repo,
+    base,
+    head,
+    split,
+    side,
+    state: _SideState,
+    result: ExtractionResult,
+    rule: str = "pbench",
+    collection_errors: str = "continue",
 ) -> None:
     """One side's FAIL_TO_PASS / PASS_TO_PASS from its runs (`grading.extract_labels` under `rule`); a side
-    where nothing passed at head has no base run and labels nothing."""
+    where nothing passed at head has no base run and labels nothing. Under a published rule the backend's
+    fallback candidates are what that harness read in the test patch (`def_line_tests`)."""
     outcomes = state.outcomes
     if not outcomes["base"]:
         return
-    if side == Side.BACKEND:
+    if side == Side.BACKEND and rule == "published-v0.1":
+        prefix = "" if source.backend.dir in ("", ".") else source.backend.dir.rstrip("/") + "/"
+        changed = def_line_tests(split.test_patch_backend, prefix)
+    elif side == Side.BACKEND:
         changed = changed_tests(source, repo, base, head, patches.changed_paths(split.test_patch_backend))
     else:
         changed = _changed_spec_tests(source, repo, base, head, split.test_patch_frontend, outcomes["head"])
@@ -230,6 +244,7 @@ def _label_side(
         base_collection_errors=state.base_errors,
         changed_tests=changed,
         rule=rule,
+        collection_errors=collection_errors,
     )
     result.set_labels(side, labels)
 

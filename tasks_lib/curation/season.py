@@ -12,7 +12,7 @@ from tasks_lib.core import paths
 from tasks_lib.core.constants import StackDomain
 from tasks_lib.core.errors import InputError
 from tasks_lib.corpus import tiering
-from tasks_lib.engine.grading import LABEL_RULES
+from tasks_lib.engine.grading import COLLECTION_ERRORS, LABEL_RULES
 
 ORDERS = ("oldest", "newest")
 # Filter reasons a season may waive for its listed PRs: rules of size and shape, never what makes a PR no
@@ -46,6 +46,9 @@ class Season:
     # published curation that had no such rule, e.g. no size cap: `too_large`).
     labels: str = "pbench"
     waive: tuple[str, ...] = ()
+    # `extraction.collection_errors`: what the reproduced harness's pytest did on a collection error at base
+    # (`grading.COLLECTION_ERRORS`): "continue" (ours), or "stop" under a published rule only.
+    collection_errors: str = "continue"
     path: Path | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -153,6 +156,7 @@ def load_season(name: str, *, sources: list[str] | None = None) -> Season:
         prs=_pr_numbers(path, ext),
         labels=ext.get("labels", "pbench"),
         waive=_str_list(path, ext, "waive"),
+        collection_errors=ext.get("collection_errors", "continue"),
         path=path,
         raw=raw,
     )
@@ -165,6 +169,18 @@ def load_season(name: str, *, sources: list[str] | None = None) -> Season:
     if season.labels not in LABEL_RULES:
         raise _err(
             path, "extraction.labels", f"must be one of {', '.join(LABEL_RULES)}, got {season.labels!r}"
+        )
+    if season.collection_errors not in COLLECTION_ERRORS:
+        raise _err(
+            path,
+            "extraction.collection_errors",
+            f"must be one of {', '.join(COLLECTION_ERRORS)}, got {season.collection_errors!r}",
+        )
+    if season.collection_errors != "continue" and season.labels == "pbench":
+        raise _err(
+            path,
+            "extraction.collection_errors",
+            "'stop' reproduces a published harness: it needs extraction.labels other than 'pbench'",
         )
     if season.waive and not season.prs:
         raise _err(

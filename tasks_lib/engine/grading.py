@@ -19,9 +19,15 @@ MISSING = "missing"
 #       aside (`unknown_at_base`);
 #   "published-v0.1": the published PrototypeBench v0.1 extraction (prototypebench/prototypebench,
 #       harness/extract.py): FAIL_TO_PASS needs a failing base outcome, so a test missing at base is never one;
-#       only when no base test passed at all and nothing is FAIL_TO_PASS, the tests the test patch adds or
-#       rewrites that pass at head are. For reproducing the published corpus, never a default.
+#       only when the base run left nothing but file-level collection errors and nothing is FAIL_TO_PASS, the
+#       tests whose `def` line the test patch adds (its parser: `changed_tests.def_line_tests`) that pass at head
+#       are. For reproducing the published corpus, never a default.
 LABEL_RULES = ("pbench", "published-v0.1")
+# What the reproduced harness's pytest did on a collection error at base (a season's
+# `extraction.collection_errors`): "continue" (ours always runs on, `--continue-on-collection-errors`; the
+# published mcp-context-forge runs, under pytest-xdist, did too) or "stop" (pytest's default, the published
+# template runs: the session stops before any test runs, so the base side is its file-level errors alone).
+COLLECTION_ERRORS = ("continue", "stop")
 
 
 def file_of(test_id: str) -> str:
@@ -55,6 +61,7 @@ def extract_labels(
     base_collection_errors: Iterable[str] = (),
     changed_tests: Iterable[str] = (),
     rule: str = "pbench",
+    collection_errors: str = "continue",
 ) -> Labels:
     """FAIL_TO_PASS = fail -> pass, PASS_TO_PASS = pass -> pass, over repeated runs of each side.
 
@@ -62,14 +69,26 @@ def extract_labels(
     When a test file fails to collect at base, its tests have no base outcome: the fallback keeps those
     the test patch adds or rewrites (`changed_tests`: as written, they cannot run at base) when they pass at
     head, and sets the rest aside (unchanged tests whose only tie to the PR may be the file's broken import).
-    `rule` is one of LABEL_RULES (above); "published-v0.1" answers what the published harness would have.
+    `rule` is one of LABEL_RULES (above); "published-v0.1" answers what the published harness would have, with
+    `changed_tests` its fallback's candidates and `collection_errors` (COLLECTION_ERRORS) how its pytest ran on.
     """
     if not head_runs or not base_runs:
         raise ValueError("extraction needs at least one run of each side")
     if rule not in LABEL_RULES:
         raise ValueError(f"labelling rule: one of {', '.join(LABEL_RULES)}, got {rule!r}")
+    if collection_errors not in COLLECTION_ERRORS:
+        raise ValueError(
+            f"collection_errors: one of {', '.join(COLLECTION_ERRORS)}, got {collection_errors!r}"
+        )
     if rule == "published-v0.1":
-        return _published_labels(base_runs, head_runs, changed_tests)
+        errors = list(base_collection_errors)
+        if errors and collection_errors == "stop":
+            base_runs = [{} for _ in base_runs]  # the session stopped at the errors: no test ran at base
+        return _published_labels(base_runs, head_runs, set(changed_tests), bool(errors))
+    if collection_errors != "continue":
+        raise ValueError(
+            "collection_errors = 'stop' reproduces a published harness: the 'pbench' rule continues"
+        )
     broken_files = {file_of(e) for e in base_collection_errors}
     changed = {strip_params(t) for t in changed_tests}
     all_ids = set().union(*head_runs, *base_runs)
@@ -96,13 +115,14 @@ def extract_labels(
     return Labels(f2p, p2p, flaky, unknown, fallback_used)
 
 
-def _published_labels(base_runs, head_runs, changed_tests) -> Labels:
+def _published_labels(base_runs, head_runs, candidates: set[str], collection_errors: bool) -> Labels:
     """The published v0.1 rule over repeated runs (flaky tests excluded as in ours): FAIL_TO_PASS = a stable
     failing base outcome and a stable pass at head; a test missing at base is in neither list, except through
-    the published fallback (no base test passed and nothing is FAIL_TO_PASS: the changed tests passing at
-    head). Its fallback then makes PASS_TO_PASS every other test passing at head, as the published one did."""
-    changed = {strip_params(t) for t in changed_tests}
+    the published fallback (the base side had collection errors and no test outcome at all, and nothing is
+    FAIL_TO_PASS: the `candidates` passing at head, ids compared exactly). Its fallback then makes PASS_TO_PASS
+    every other test passing at head, as the published one did."""
     all_ids = set().union(*head_runs, *base_runs)
+    only_errors = collection_errors and not any(base_runs)
     f2p, p2p, flaky, unknown, head_pass = [], [], [], [], []
     base_passed = False
     for test_id in sorted(all_ids):
@@ -121,8 +141,8 @@ def _published_labels(base_runs, head_runs, changed_tests) -> Labels:
             unknown.append(test_id)
         else:
             f2p.append(test_id)
-    if not f2p and not base_passed:
-        recovered = [t for t in head_pass if strip_params(t) in changed]
+    if not f2p and not base_passed and only_errors:
+        recovered = [t for t in head_pass if t in candidates]
         if recovered:
             rest = [t for t in head_pass if t not in set(recovered)]
             return Labels(recovered, rest, flaky, [], True)

@@ -105,6 +105,41 @@ def changed_spec_tests(before: str | None, after: str, tests: Iterable[tuple[str
     return out
 
 
+_DEF_LINE = re.compile(r"^\+(?!\+)\s*def (test_\w+)\s*\(")
+_CLASS_LINE = re.compile(r"^\+\s*class (Test\w+)\s*[\(:]")
+_PLUS_FILE = re.compile(r"^\+\+\+ b/(.+?)\s*$")
+
+
+def def_line_tests(test_patch: str, strip_prefix: str = "") -> set[str]:
+    """The published PrototypeBench v0.1 harness's reading of a test patch (its `harness/test_patch_parser.py`),
+    for reproducing its fallback: every `+def test_*(` line of a `+++ b/` file as `file::name`, and also as
+    `file::Class::name` when a `+class Test*` line opened the class earlier in the same hunk; paths relative to
+    the pytest root (`strip_prefix` removed). Compared with run ids exactly, so a parametrized test or one in a
+    class opened in another hunk is not found, as it was not there; a rewritten body with its `def` line
+    unchanged is not a candidate."""
+    out: set[str] = set()
+    path: str | None = None
+    klass: str | None = None
+    for line in (test_patch or "").splitlines():
+        if match := _PLUS_FILE.match(line):
+            path, klass = match[1], None
+            if strip_prefix and path.startswith(strip_prefix):
+                path = path[len(strip_prefix) :]
+            continue
+        if line.startswith("@@"):
+            klass = None
+            continue
+        if path is None:
+            continue
+        if match := _CLASS_LINE.match(line):
+            klass = match[1]
+        elif match := _DEF_LINE.match(line):
+            out.add(f"{path}::{match[1]}")
+            if klass:
+                out.add(f"{path}::{klass}::{match[1]}")
+    return out
+
+
 def strip_params(test_id: str) -> str:
     """A pytest id without its parametrization: `f.py::test_x[a-[b]]` -> `f.py::test_x`. The
     bracket part starts at the first "[" right after `::<name>`, so brackets in the path or inside

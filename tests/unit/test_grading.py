@@ -235,15 +235,55 @@ def test_published_rule_never_makes_a_test_missing_at_base_fail_to_pass():
     assert labels(base, head, **kw).fail_to_pass == sorted([A, added])  # the project's rule, for contrast
 
 
-def test_published_rule_falls_back_to_the_changed_tests_only_when_no_base_test_passed():
-    """Rule: the published fallback fires when the base run passed nothing and F2P is empty: the tests the
-    test patch changed that pass at head become F2P and every other head pass P2P."""
+def test_published_rule_falls_back_only_when_the_base_run_left_nothing_but_collection_errors():
+    """Rule (published extract.py's fallback): when the base side had collection errors and no test outcome at
+    all, and F2P is empty, the candidates (the test patch's `+def test_*` lines, ids compared exactly) that pass
+    at head become F2P and every other head pass P2P. Base outcomes, even failing ones, or no collection error:
+    no fallback."""
     added, old = f"{NEW}::test_added", f"{NEW}::test_old"
-    got = published([{}] * 2, [{A: P, added: P, old: P}] * 3, changed_tests=[added])
-    assert got.fail_to_pass == [added] and got.pass_to_pass == sorted([A, old]) and got.fallback_used
-    # one base test passed: no fallback, nothing is F2P
-    got = published([{A: P}] * 2, [{A: P, added: P}] * 3, changed_tests=[added])
-    assert got.fail_to_pass == [] and got.pass_to_pass == [A] and not got.fallback_used
+    head = [{A: P, added: P, old: P, f"{added}[1]": P}] * 3
+    got = published([{}] * 2, head, changed_tests=[added], base_collection_errors=[NEW])
+    assert got.fail_to_pass == [added] and got.pass_to_pass == sorted([A, old, f"{added}[1]"])
+    assert got.fallback_used
+    for base, errors in (([{A: F}] * 2, [NEW]), ([{}] * 2, [])):
+        got = published(base, head, changed_tests=[added], base_collection_errors=errors)
+        assert added not in got.fail_to_pass and not got.fallback_used
+
+
+def test_published_rule_where_pytest_stopped_at_a_collection_error():
+    """Rule (`collection_errors = "stop"`, pytest's default, the published template runs): a collection error at
+    base stopped the session before any test ran, so the base side is its errors alone and the fallback decides
+    (#2104: 3 tests rewritten in a collecting file failed at base in our runs, which continue; the published
+    list is the 3 tests the patch adds to the two files that did not collect)."""
+    rewritten, added = f"{B}_rewritten", f"{NEW}::test_added"
+    base = [{A: P, rewritten: F}] * 2
+    head = [{A: P, rewritten: P, added: P}] * 3
+    kw = {"changed_tests": [added], "base_collection_errors": [NEW]}
+    assert published(base, head, **kw).fail_to_pass == [rewritten]
+    got = published(base, head, collection_errors="stop", **kw)
+    assert got.fail_to_pass == [added] and got.pass_to_pass == sorted([A, rewritten]) and got.fallback_used
+    assert published(base, head, collection_errors="stop", changed_tests=[added]).fail_to_pass == [rewritten]
+    with pytest.raises(ValueError, match="'pbench' rule continues"):
+        labels(base, head, collection_errors="stop")
+
+
+def test_the_published_parser_reads_def_lines_only():
+    """Rule (published harness/test_patch_parser.py): a `+def test_*(` line of a `+++ b/` file, prefix removed,
+    with its `+class Test*` of the same hunk; a body rewritten under an unchanged `def` line is no candidate."""
+    from tasks_lib.formats.changed_tests import def_line_tests
+
+    patch = (
+        "diff --git a/backend/tests/test_x.py b/backend/tests/test_x.py\n--- a/backend/tests/test_x.py\n"
+        "+++ b/backend/tests/test_x.py\n@@ -1,3 +1,9 @@\n+class TestNew:\n+    def test_in_class(self):\n"
+        "+        pass\n def test_kept():\n-    assert 1\n+    assert 2\n@@ -20 +26,2 @@\n"
+        "+    def test_other_hunk(self):\n+def test_top(client):\n"
+    )
+    assert def_line_tests(patch, "backend/") == {
+        "tests/test_x.py::test_in_class",
+        "tests/test_x.py::TestNew::test_in_class",
+        "tests/test_x.py::test_other_hunk",
+        "tests/test_x.py::test_top",
+    }
 
 
 def test_published_rule_still_excludes_flaky_tests_and_refuses_unknown_rules():

@@ -370,7 +370,9 @@ def test_extraction_prs_is_checked_when_the_season_is_read(tmp_path, monkeypatch
     "lines, problem",
     [('labels = "swe-bench"', "'extraction.labels': must be one of pbench, published-v0.1"),
      ('waive = ["too_large"]', "'extraction.waive': waives filter reasons for the PRs of extraction.prs only"),
-     ('prs = [3]\nwaive = ["bot_author"]', "'extraction.waive': ['bot_author']: only too_large, too_small")],
+     ('prs = [3]\nwaive = ["bot_author"]', "'extraction.waive': ['bot_author']: only too_large, too_small"),
+     ('collection_errors = "skip"', "'extraction.collection_errors': must be one of continue, stop"),
+     ('collection_errors = "stop"', "'extraction.collection_errors': 'stop' reproduces a published harness")],
 )  # fmt: skip
 def test_labelling_rule_and_waived_reasons_are_checked_when_the_season_is_read(
     tmp_path, monkeypatch, lines, problem
@@ -381,8 +383,11 @@ def test_labelling_rule_and_waived_reasons_are_checked_when_the_season_is_read(
     monkeypatch.setenv("PBENCH_DATA_DIR", str(tmp_path))
     (tmp_path / "season_defs").mkdir()
     body = 'name = "s"\nsources = ["demo"]\ntarget_models = ["m"]\n[extraction]\n'
-    (tmp_path / "season_defs" / "s.toml").write_text(body + 'prs = [3]\nlabels = "published-v0.1"\n')
-    assert (load_season("s").labels, load_season("s").waive) == ("published-v0.1", ())
+    (tmp_path / "season_defs" / "s.toml").write_text(
+        body + 'prs = [3]\nlabels = "published-v0.1"\ncollection_errors = "stop"\n'
+    )
+    season = load_season("s")
+    assert (season.labels, season.waive, season.collection_errors) == ("published-v0.1", (), "stop")
     (tmp_path / "season_defs" / "s.toml").write_text(body + lines + "\n")
     with pytest.raises(InputError, match=re.escape(problem)):
         load_season("s")
