@@ -4,6 +4,7 @@ content (the key names the tag: same lock, same image). Building them is tasks_l
 from __future__ import annotations
 
 import hashlib
+import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -233,16 +234,76 @@ def install_command(spec: BackendSpec, contents: Mapping[str, bytes | None] | No
     else:
         extras = " ".join(f"--extra {shlex.quote(e)}" for e in wanted_extras)
     groups = "".join(f" --group {shlex.quote(g)}" for g in wanted_groups)
-    left_out = unfetchable(contents)
-    skip = "".join(f" --no-install-package {shlex.quote(n)}" for n in left_out)
-    note = (
-        f"echo {shlex.quote('pbench: left out, not on the package index: ' + ' '.join(left_out))} && "
-        if left_out
-        else ""
+    unreachable = unfetchable(contents)
+    chosen = [n for n in left_out(spec, contents) if n not in unreachable]
+    skip = "".join(f" --no-install-package {shlex.quote(n)}" for n in unreachable + chosen)
+    note = "".join(
+        f"echo {shlex.quote(f'pbench: left out, {why}: ' + ' '.join(names))} && "
+        for why, names in (
+            ("not on the package index", unreachable),
+            (f"by the source record ({spec.leave_out.reason if spec.leave_out else ''})", chosen),
+        )
+        if names
     )
-    return INSTALL_COMMANDS[spec.installer].format(
+    command = INSTALL_COMMANDS[spec.installer].format(
         backend_dir=spec.dir, uv_extras=extras, uv_groups=groups, uv_skip=skip, uv_note=note
     )
+    return command + workspace_metadata_command(spec, contents)
+
+
+def left_out(spec: BackendSpec, contents: Mapping[str, bytes | None] | None) -> list[str]:
+    """The lock's packages the record's `leave_out` names (exact names or globs: `nvidia-*`), sorted."""
+    if spec.leave_out is None:
+        return []
+    import fnmatch
+
+    names: set[str] = set()
+    for rel, data in (contents or {}).items():
+        if rel.endswith("uv.lock") and data:
+            names |= set(lockcheck.uv_sources(data))
+    return sorted(n for n in names if n and any(fnmatch.fnmatchcase(n, p) for p in spec.leave_out.packages))
+
+
+def workspace_members(contents: Mapping[str, bytes | None] | None) -> list[tuple[str, str]]:
+    """(name, version) of the packages a uv lock takes from the workspace itself (`editable` or `virtual`
+    sources), sorted."""
+    import tomllib
+
+    out: set[tuple[str, str]] = set()
+    for rel, data in (contents or {}).items():
+        if not (rel.endswith("uv.lock") and data):
+            continue
+        try:
+            lock = tomllib.loads(data.decode("utf-8", "replace"))
+        except tomllib.TOMLDecodeError:
+            continue
+        for package in lock.get("package", []):
+            source = package.get("source") or {}
+            if package.get("name") and ("editable" in source or "virtual" in source):
+                out.add((package["name"], str(package.get("version", "0"))))
+    return sorted(out)
+
+
+def workspace_metadata_command(spec: BackendSpec, contents: Mapping[str, bytes | None] | None) -> str:
+    """With `workspace_metadata`, shell lines after the install that make each workspace member of the lock
+    known to importlib.metadata: a dist-info holding its name and version (METADATA, INSTALLER, RECORD: uv can
+    remove it in a delta build), no code. Empty otherwise."""
+    if not spec.workspace_metadata:
+        return ""
+    lines = ["SP=$(/opt/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])')"]
+    for name, version in workspace_members(contents):
+        folder = f"{re.sub(r'[-_.]+', '_', name)}-{version}.dist-info"
+        files = {
+            "METADATA": ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"],
+            "INSTALLER": ["pbench"],
+            "RECORD": [f"{folder}/{f},," for f in ("METADATA", "INSTALLER", "RECORD")],
+        }
+        lines.append(f'mkdir -p "$SP/{folder}"')
+        lines += [
+            f"printf '%s\\n' {' '.join(shlex.quote(x) for x in body)} > \"$SP/{folder}/{f}\""
+            for f, body in files.items()
+        ]
+    return " && " + " && ".join(lines)
 
 
 def _build_policy(spec: BackendSpec, contents, base) -> str:

@@ -71,6 +71,15 @@ class TestScope:
 
 
 @dataclass(frozen=True)
+class LeaveOut:
+    """Packages of a uv lock the environment image does not install (`[backend.leave_out]`): names or globs of
+    the lock's package names (`nvidia-*`), and why (recorded in the build log; part of the image key)."""
+
+    packages: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True)
 class BackendSpec:
     dir: str
     python_version: str
@@ -94,6 +103,11 @@ class BackendSpec:
     # Debian packages of the environment image (tools the tests call, e.g. jq).
     system_packages: tuple[str, ...] = ()
     scope: TestScope = field(default_factory=lambda: TestScope())
+    # uv: packages the image leaves out (e.g. a CUDA build of torch no test of the scope imports).
+    leave_out: LeaveOut | None = None
+    # uv: the lock's workspace members are known to importlib.metadata (a dist-info with name and version, no
+    # code: the code comes from the checkout), for a project that reads its own version when imported.
+    workspace_metadata: bool = False
 
     @property
     def prefix(self) -> str:
@@ -279,7 +293,7 @@ def _parse_services(f: _Fields) -> tuple[ServiceSpec, ...]:
 
 def _parse_backend(f: _Fields) -> BackendSpec:
     installer = f.str("installer", required=True, choices=INSTALLERS)
-    for key in ("extras", "groups"):
+    for key in ("extras", "groups", "leave_out", "workspace_metadata"):
         if key in f.table and installer != "uv":
             raise f.fail(key, f"applies to installer 'uv' only (this backend's installer is {installer!r})")
     lock_files = tuple(_rel_path(f, "lock_files", p) for p in f.str_list("lock_files", required=True))
@@ -303,7 +317,23 @@ def _parse_backend(f: _Fields) -> BackendSpec:
         groups=tuple(f.str_list("groups")),
         system_packages=_debian_names(f, "system_packages"),
         scope=_parse_scope(f),
+        leave_out=_parse_leave_out(f),
+        workspace_metadata=f.bool("workspace_metadata", False),
     )
+
+
+_PACKAGE_GLOB = re.compile(r"^[A-Za-z0-9*?][A-Za-z0-9._*?-]*$")
+
+
+def _parse_leave_out(f: _Fields) -> LeaveOut | None:
+    sf = f.sub("leave_out")
+    if sf is None:
+        return None
+    packages = sf.str_list("packages", required=True)
+    for name in packages:
+        if not _PACKAGE_GLOB.match(name):
+            raise sf.fail("packages", f"{name!r} is not a package name or a glob of package names")
+    return LeaveOut(packages=tuple(packages), reason=sf.str("reason", required=True))
 
 
 _DEBIAN_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")

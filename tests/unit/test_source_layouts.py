@@ -287,6 +287,93 @@ def test_packages_off_the_package_index_are_left_out_and_said(tmp_path):
     )
 
 
+LOCK_WORKSPACE = (
+    LOCK_WITH_GIT.split(b'[[package]]\nname = "detect-secrets"')[0]
+    + b"""
+[[package]]
+name = "gateway"
+version = "1.7.2"
+source = { editable = "." }
+
+[[package]]
+name = "gateway-core"
+version = "0.3.0"
+source = { virtual = "src/core" }
+
+[[package]]
+name = "torch"
+version = "2.9.1"
+source = { registry = "https://pypi.org/simple" }
+
+[[package]]
+name = "nvidia-cublas-cu12"
+version = "12.8.4.1"
+source = { registry = "https://pypi.org/simple" }
+"""
+)
+LEAVE_OUT = '[backend.leave_out]\npackages = ["torch", "nvidia-*", "absent"]\nreason = "CUDA wheels no test imports"\n'
+
+
+def test_packages_the_record_leaves_out_are_named_said_and_keyed(tmp_path):
+    """Rule (`[backend.leave_out]`): the lock's packages matching a name or a glob are not installed
+    (`--no-install-package`, each named), the build log's first line says which and why, and the image key
+    follows; a name the lock does not hold changes nothing."""
+    source = load(tmp_path, ROOT.replace("[backend.test_scope]", LEAVE_OUT + "[backend.test_scope]", 1))
+    assert source.backend.leave_out.reason == "CUDA wheels no test imports"
+    command = envspecs.install_command(source.backend, {"uv.lock": LOCK_WORKSPACE})
+    assert command.startswith(
+        "echo 'pbench: left out, by the source record (CUDA wheels no test imports): nvidia-cublas-cu12 torch' && "
+    )
+    assert "--no-install-package nvidia-cublas-cu12 --no-install-package torch" in command
+    assert "absent" not in command and "httpx" not in command
+    contents = {"uv.lock": LOCK_WORKSPACE, "pyproject.toml": b"[project]\n"}
+    plain = envspecs.backend_env_spec(load(tmp_path), contents)
+    assert envspecs.backend_env_spec(source, contents).key("base") != plain.key("base")
+
+
+@pytest.mark.parametrize(
+    "table, problem",
+    [('packages = ["torch; rm"]\nreason = "x"', "is not a package name"),
+     ('packages = ["torch"]', "is missing"),
+     ('packages = []\nreason = "x"', "must not be empty")],
+)  # fmt: skip
+def test_a_leave_out_table_is_checked(tmp_path, table, problem):
+    text = ROOT.replace("[backend.test_scope]", f"[backend.leave_out]\n{table}\n[backend.test_scope]", 1)
+    with pytest.raises(SourceError) as err:
+        load(tmp_path, text)
+    assert err.value.field.startswith("backend.leave_out") and problem in err.value.message
+
+
+def test_workspace_members_get_metadata_without_code(tmp_path):
+    """Rule (`workspace_metadata = true`): after the install, each workspace member the lock names (editable or
+    virtual source) gets a dist-info with its name and version, so that importlib.metadata.version() answers
+    for a project whose code comes from the checkout; real shell, run here against a real venv."""
+    import subprocess
+    import venv
+
+    source = load(
+        tmp_path,
+        ROOT.replace(
+            'system_packages = ["jq"]\n', 'system_packages = ["jq"]\nworkspace_metadata = true\n', 1
+        ),
+    )
+    assert envspecs.workspace_members({"uv.lock": LOCK_WORKSPACE}) == [
+        ("gateway", "1.7.2"),
+        ("gateway-core", "0.3.0"),
+    ]
+    command = envspecs.install_command(source.backend, {"uv.lock": LOCK_WORKSPACE})
+    steps = command.split(" --no-install-workspace", 1)[1].split(" && ", 1)[1]
+    venv.create(tmp_path / "venv")
+    subprocess.run(["sh", "-eu", "-c", steps.replace("/opt/venv/", f"{tmp_path}/venv/")], check=True)
+    versions = subprocess.run(
+        [tmp_path / "venv/bin/python", "-c", "import importlib.metadata as m; "
+         "print(m.version('gateway'), m.version('gateway_core'), len(list(m.files('gateway'))))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert versions == ["1.7.2", "0.3.0", "3"]
+    assert envspecs.workspace_metadata_command(load(tmp_path).backend, {"uv.lock": LOCK_WORKSPACE}) == ""
+
+
 def test_a_touched_scope_with_only_ignored_tests_runs_nothing(tmp_path, gateway_repo):
     """Rule: a test patch whose test files and helpers all lie under a path the suite ignores (here the test
     command's --ignore=tests/fuzz) leaves no test to extract: said, never the ignored folder run instead."""
