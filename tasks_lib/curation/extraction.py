@@ -53,6 +53,7 @@ EXTRACTION_SCHEMA = pa.schema(
         ("log_dir", pa.string()),
         ("error", pa.string()),
         ("test_scope", pa.list_(pa.string())),
+        ("frontend_test_scope", pa.list_(pa.string())),
     ]
 )
 
@@ -80,6 +81,8 @@ class ExtractionResult:
     error: str | None = None
     # The backend test files the runs covered (the source's test scope); empty: the whole suite.
     test_scope: list[str] = field(default_factory=list)
+    # The Playwright specs the head runs covered (`[frontend.test_scope]`); empty: every spec.
+    frontend_test_scope: list[str] = field(default_factory=list)
 
     def to_row(self) -> dict:
         row = asdict(self)
@@ -115,6 +118,7 @@ class ExtractionResult:
             "flaky_tests",
             "unknown_at_base",
             "test_scope",
+            "frontend_test_scope",
         ):
             row[key] = list(row.get(key) or [])
         return cls(**row)
@@ -172,6 +176,15 @@ def extract(
     except test_scope.NothingToRun as exc:
         result.status, result.error = ExtractionStatus.NO_FAIL_TO_PASS, str(exc)
         return _done(result, start, log_dir)
+    if Side.FRONTEND in sides:
+        try:
+            result.frontend_test_scope = list(test_scope.frontend_scope_files(source, repo, base, split))
+        except test_scope.NothingToRun as exc:
+            sides.remove(Side.FRONTEND)  # the backend side may still have its tests
+            result.sides = [str(s) for s in sides]
+            if not sides:
+                result.status, result.error = ExtractionStatus.NO_FAIL_TO_PASS, f"frontend: {exc}"
+                return _done(result, start, log_dir)
     chains = {
         "base": (base_runs, (engine.PatchInput("test_patch", split.test_patch),)),
         "head": (
@@ -304,7 +317,7 @@ def _side_runs(
                 state.stopped = True  # nothing passed in every head run: nothing left to label
                 break
         else:
-            selection = ()
+            selection = tuple(result.frontend_test_scope)
         res = run(
             engine.RunRequest(
                 source,

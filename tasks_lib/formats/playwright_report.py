@@ -87,6 +87,8 @@ _IMPORTED_FROM = re.compile(r"imported from (/\S+)")
 # An absolute path: not the tail of a relative specifier ('./helper.mjs' holds "/helper.mjs").
 _SOURCE_PATH = re.compile(r"(?<![\w.~-])(/[^\s'\"`()]+\.[cm]?[jt]sx?)\b")
 _ID = re.compile(r"^(?P<file>.+?):(?P<line>\d+):(?P<column>\d+)(?= › |$)")
+# A spec file's path alone (no `:line`, no title): a test scope's file.
+_SPEC_PATH = re.compile(r"^[^:›]+\.(spec|test)\.[cm]?[jt]sx?$")
 
 
 @dataclass(frozen=True)
@@ -151,12 +153,16 @@ def is_playwright_id(test_id: str) -> bool:
 
 
 def selection_args(test_ids: Iterable[str]) -> list[str]:
-    """Command-line filters that run exactly these tests' locations: `tests/items.spec.ts:42` (sorted, unique).
+    """Command-line filters that run exactly these tests' locations: `tests/items.spec.ts:42` (sorted, unique);
+    a spec's path alone (a test scope's file: `tests/items.spec.ts`) runs the whole file.
 
     Playwright reads each as "a file path regex, then :line"; a line holding a describe runs the whole block.
     """
     out = set()
     for test_id in test_ids:
+        if _SPEC_PATH.match(test_id):
+            out.add(test_id)
+            continue
         match = _ID.match(test_id)
         if match is None:
             raise ValueError(f"not a Playwright test id: {test_id!r}")

@@ -137,6 +137,9 @@ class FrontendSpec:
     # dev server and the tests (e.g. regenerating an API client from the backend-serve container, reached as
     # $PBENCH_BACKEND_URL).
     prestart: tuple[str, ...] = ()
+    # Which Playwright specs a PR's head runs cover (`suite`: all; `touched`: the specs the test patch adds or
+    # changes, widened by at most `related_cap` specs that use a test id the PR's frontend code changes).
+    scope: TestScope = field(default_factory=lambda: TestScope())
 
     @property
     def prefix(self) -> str:
@@ -368,6 +371,7 @@ def _parse_frontend(f: _Fields) -> FrontendSpec:
         timeout_s=f.int("timeout_s", 900),
         env=f.str_map("env"),
         prestart=tuple(f.str_list("prestart")),
+        scope=_parse_scope(f),
     )
 
 

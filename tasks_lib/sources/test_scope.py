@@ -138,3 +138,74 @@ def scope_files(source: SourceRecord, repo: Path, base: str, split: patches.Patc
             f"test command or the project's addopts ignore: {', '.join(skip) or 'none'})"
         )
     return tuple(sorted(p[len(prefix) :] for p in chosen))
+
+
+# ------------------------------------------------------------------------------------------ Playwright specs
+_SPEC = re.compile(r"\.(spec|test)\.[cm]?[jt]sx?$")
+# A test id the markup gives an element (`data-testid="run-button"`, `dataTestId={"run-button"}`,
+# `data-testid={`run-${id}`}` up to its first placeholder): what a Playwright spec selects it by.
+_TEST_ID = re.compile(r"""(?:data-?test-?id|testid)\s*[=:]\s*\{?\s*["'`]([\w.:-]{3,})""", re.I)
+MAX_TEST_IDS = 200
+
+
+def is_spec(path: str) -> bool:
+    return bool(_SPEC.search(path))
+
+
+def changed_test_ids(patch: str, prefix: str) -> list[str]:
+    """The test ids on the added or removed lines of the PR's code under the frontend dir, sorted."""
+    ids: set[str] = set()
+    for fd in patches.file_diffs(patch):
+        path = fd.new_path or fd.old_path or ""
+        if not path.startswith(prefix) or is_spec(path):
+            continue
+        for line in fd.text.splitlines():
+            if line[:1] in "+-" and not line.startswith(("+++", "---")):
+                ids.update(_TEST_ID.findall(line))
+    return sorted(ids)
+
+
+def related_specs(repo: Path, base: str, prefix: str, test_ids: list[str], cap: int) -> list[str]:
+    """Spec files of `base` (repository paths) that use one of `test_ids` as a string, the most ids first, then
+    by path; at most `cap`."""
+    if not test_ids or cap <= 0:
+        return []
+    args = ["--git-dir", str(repo), "grep", "-o", "-F"]
+    for test_id in test_ids[:MAX_TEST_IDS]:
+        args += ["-e", test_id]
+    proc = gitops.git([*args, base, "--", prefix or "."], check=False)
+    found: dict[str, set[str]] = {}
+    for line in proc.stdout.decode("utf-8", "surrogateescape").splitlines():
+        rest = line[len(base) + 1 :] if line.startswith(base + ":") else line
+        path, _, match = rest.rpartition(":")
+        if path and is_spec(path):
+            found.setdefault(path, set()).add(match)
+    return sorted(found, key=lambda p: (-len(found[p]), p))[:cap]
+
+
+def frontend_scope_files(
+    source: SourceRecord, repo: Path, base: str, split: patches.PatchSplit
+) -> tuple[str, ...]:
+    """The Playwright specs a PR's head runs cover (paths relative to the frontend dir); () runs them all
+    (`[frontend.test_scope] kind = "suite"`). `touched`: the specs the test patch adds or changes, widened by at
+    most `related_cap` specs of the base commit that use a test id the PR's frontend code adds, removes or
+    changes. Raises NothingToRun when a `touched` scope holds no spec."""
+    fe = source.frontend
+    if fe is None or fe.scope.kind == "suite":
+        return ()
+    prefix = fe.prefix
+    touched = [
+        fd.new_path
+        for fd in patches.file_diffs(split.test_patch_frontend)
+        if fd.new_path and fd.new_path.startswith(prefix) and is_spec(fd.new_path)
+    ]
+    ids = changed_test_ids(split.patch, prefix)
+    related = [
+        p for p in related_specs(repo, base, prefix, ids, 10 * fe.scope.related_cap) if p not in touched
+    ]
+    chosen = list(dict.fromkeys(touched + related[: fe.scope.related_cap]))
+    if not chosen:
+        raise NothingToRun(
+            "the test patch changes no Playwright spec and the PR's frontend code changes no test id a spec uses"
+        )
+    return tuple(sorted(p[len(prefix) :] for p in chosen))

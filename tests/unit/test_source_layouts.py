@@ -374,6 +374,70 @@ def test_workspace_members_get_metadata_without_code(tmp_path):
     assert envspecs.workspace_metadata_command(load(tmp_path).backend, {"uv.lock": LOCK_WORKSPACE}) == ""
 
 
+FRONT_SCOPE = ROOT.replace(
+    'serve_command = "npx vite"\n',
+    'serve_command = "npx vite"\n[frontend.test_scope]\nkind = "touched"\nrelated_cap = 1\n',
+).replace(
+    'patterns = ["tests/**", "**/conftest.py"]', 'patterns = ["tests/**", "**/conftest.py", "**/*.spec.ts"]'
+)
+
+
+@pytest.fixture
+def ui_repo(tmp_path) -> tuple[Path, str]:
+    work = tmp_path / "ui"
+    files = {
+        "gateway/static/src/Run.tsx": '<button data-testid="run-flow">Run</button>\n',
+        "gateway/static/tests/run.spec.ts": 'await page.getByTestId("run-flow").click();\n'
+        'await page.getByTestId("stop-flow").click();\n',
+        "gateway/static/tests/stop.spec.ts": 'await page.getByTestId("stop-flow").click();\n',
+        "gateway/static/tests/other.spec.ts": 'await page.getByTestId("settings").click();\n',
+        "gateway/static/tests/helpers.ts": 'export const id = "run-flow";\n',
+    }
+    for rel, text in files.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text(text)
+    _git(work.parent, "init", "-q", str(work))
+    _git(work, "add", "-A")
+    _git(work, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "base")
+    return work / ".git", _git(work, "rev-parse", "HEAD").strip()
+
+
+def test_a_touched_playwright_scope_is_the_specs_touched_widened_by_specs_using_a_changed_test_id(
+    tmp_path, ui_repo
+):
+    """Rule (`[frontend.test_scope] kind = "touched"`): the specs the test patch adds or changes, then at most
+    `related_cap` specs of the base commit that use a test id the PR's frontend code adds, removes or changes
+    (the most such ids first); a helper is no spec. `suite` (the default) runs every spec; a touched scope with
+    no spec to run is NothingToRun. A spec's path is a Playwright selection of its own."""
+    from tasks_lib.formats import playwright_report
+
+    source = load(tmp_path, FRONT_SCOPE)
+    repo, base = ui_repo
+    code = _diff(
+        "gateway/static/src/Run.tsx",
+        '<button data-testid="run-flow">Run</button>\n',
+        '<button data-testid="run-flow">Run</button>\n<button data-testid="stop-flow">Stop</button>\n',
+    )
+    spec = _diff("gateway/static/tests/new.spec.ts", None, "test('x', async () => {});\n")
+    split = patches.split_patch(code + spec, source)
+    assert test_scope.changed_test_ids(split.patch, source.frontend.prefix) == ["stop-flow"]
+    # stop.spec.ts and run.spec.ts both use stop-flow; related_cap = 1 keeps the first by path
+    assert test_scope.frontend_scope_files(source, repo, base, split) == (
+        "tests/new.spec.ts",
+        "tests/run.spec.ts",
+    )
+    assert test_scope.frontend_scope_files(load(tmp_path), repo, base, split) == ()
+    helper_only = patches.split_patch(
+        _diff("gateway/static/tests/helpers.ts", None, "export const a = 1;\n"), source
+    )
+    with pytest.raises(test_scope.NothingToRun):
+        test_scope.frontend_scope_files(source, repo, base, helper_only)
+    assert playwright_report.selection_args(["tests/run.spec.ts", "tests/a.spec.ts:4:2 › A › b"]) == [
+        "tests/a.spec.ts:4",
+        "tests/run.spec.ts",
+    ]
+
+
 def test_a_touched_scope_with_only_ignored_tests_runs_nothing(tmp_path, gateway_repo):
     """Rule: a test patch whose test files and helpers all lie under a path the suite ignores (here the test
     command's --ignore=tests/fuzz) leaves no test to extract: said, never the ignored folder run instead."""
