@@ -7,7 +7,7 @@ from enum import StrEnum
 # The versions that decide which cached results may be reused; what each is part of, when to bump it and
 # every bump's reason: CHANGELOG.md (a bump without its line there fails the unit suite).
 HARNESS_VERSION = "0.4.0"
-EXTRACTION_VERSION = "6"
+EXTRACTION_VERSION = "7"
 JUDGE_VERSION = "2"
 SCHEMA_VERSION = "0.1"
 

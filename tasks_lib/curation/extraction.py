@@ -10,6 +10,7 @@ algebra in `grading.extract_labels`, never by hand.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -18,7 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from tasks_lib import engine
-from tasks_lib.core.constants import PASSING_OUTCOMES, ExtractionStatus, RunStatus, Side
+from tasks_lib.core.constants import PASSING_OUTCOMES, ExtractionStatus, Outcome, RunStatus, Side
 from tasks_lib.engine import grading
 from tasks_lib.formats import patches
 from tasks_lib.formats.changed_tests import changed_spec_tests, changed_test_functions, def_line_tests
@@ -54,7 +55,15 @@ EXTRACTION_SCHEMA = pa.schema(
         ("error", pa.string()),
         ("test_scope", pa.list_(pa.string())),
         ("frontend_test_scope", pa.list_(pa.string())),
+        ("cannot_run", pa.list_(pa.struct([("test", pa.string()), ("reason", pa.string())]))),
     ]
+)
+# A failure whose message says the test reached for the network outside the run (every run has none).
+_NETWORK = re.compile(
+    r"ENOTFOUND|EAI_AGAIN|getaddrinfo|Name or service not known|Temporary failure in name resolution|"
+    r"net::ERR_(NAME_NOT_RESOLVED|INTERNET_DISCONNECTED|NETWORK_ACCESS_DENIED|ADDRESS_UNREACHABLE)|"
+    r"Network is unreachable|nodename nor servname",
+    re.I,
 )
 
 
@@ -83,6 +92,9 @@ class ExtractionResult:
     test_scope: list[str] = field(default_factory=list)
     # The Playwright specs the head runs covered (`[frontend.test_scope]`); empty: every spec.
     frontend_test_scope: list[str] = field(default_factory=list)
+    # Tests the test patch adds or changes that cannot run here, in neither list: skipped in every head run
+    # (a spec that needs an API key) or failing there for want of the outside network. {test, reason}.
+    cannot_run: list[dict] = field(default_factory=list)
 
     def to_row(self) -> dict:
         row = asdict(self)
@@ -119,6 +131,7 @@ class ExtractionResult:
             "unknown_at_base",
             "test_scope",
             "frontend_test_scope",
+            "cannot_run",
         ):
             row[key] = list(row.get(key) or [])
         return cls(**row)
@@ -199,6 +212,13 @@ def extract(
         _label_side(source, repo, base, head, split, side, state[side], result, labels, collection_errors)
     has_f2p = result.backend_fail_to_pass or result.frontend_fail_to_pass
     result.status = ExtractionStatus.OK if has_f2p else ExtractionStatus.NO_FAIL_TO_PASS
+    if not has_f2p and result.cannot_run:
+        kinds = sorted({c["reason"].split(":", 1)[0] for c in result.cannot_run})
+        said = (
+            f"{len(result.cannot_run)} test(s) the test patch adds or changes cannot run here "
+            f"({', '.join(kinds)}; e.g. {result.cannot_run[0]['reason'][:100]})"
+        )
+        result.error = f"{result.error}; {said}" if result.error else f"no FAIL_TO_PASS: {said}"
     return _done(result, start, log_dir)
 
 
@@ -242,15 +262,17 @@ def _label_side(
     where nothing passed at head has no base run and labels nothing. Under a published rule the backend's
     fallback candidates are what that harness read in the test patch (`def_line_tests`)."""
     outcomes = state.outcomes
+    if side == Side.BACKEND:
+        changed = changed_tests(source, repo, base, head, patches.changed_paths(split.test_patch_backend))
+    else:
+        changed = _changed_spec_tests(source, repo, base, head, split.test_patch_frontend, outcomes["head"])
+    # Before the labels: a side whose tests were all skipped at head has no base run, and is said too.
+    result.cannot_run += cannot_run_here(outcomes["head"], state.head_messages, changed)
     if not outcomes["base"]:
         return
     if side == Side.BACKEND and rule == "published-v0.1":
         prefix = "" if source.backend.dir in ("", ".") else source.backend.dir.rstrip("/") + "/"
         changed = def_line_tests(split.test_patch_backend, prefix)
-    elif side == Side.BACKEND:
-        changed = changed_tests(source, repo, base, head, patches.changed_paths(split.test_patch_backend))
-    else:
-        changed = _changed_spec_tests(source, repo, base, head, split.test_patch_frontend, outcomes["head"])
     labels = grading.extract_labels(
         outcomes["base"],
         outcomes["head"],
@@ -260,6 +282,27 @@ def _label_side(
         collection_errors=collection_errors,
     )
     result.set_labels(side, labels)
+
+
+def cannot_run_here(head_runs: list[dict], messages: dict[str, str], changed) -> list[dict]:
+    """The tests the test patch adds or changes (`changed`: ids, or pytest ids without parameters) that cannot
+    run here: skipped in every head run (`skipped: <why>`, e.g. a spec that needs an API key), or failing in
+    every head run with a message that says the outside network was wanted (`network: <message>`). Neither
+    list holds them; the funnel counts them, so that no instance is lost silently. Sorted by test."""
+    from tasks_lib.formats.changed_tests import strip_params
+
+    wanted = set(changed)
+    out = []
+    for test_id in sorted({t for run in head_runs for t in run}):
+        if test_id not in wanted and strip_params(test_id) not in wanted:
+            continue
+        seen = {str(run.get(test_id, grading.MISSING)) for run in head_runs}
+        message = " ".join((messages.get(test_id) or "").split())[:200]
+        if seen == {str(Outcome.SKIPPED)}:
+            out.append({"test": test_id, "reason": f"skipped: {message or 'no reason given'}"})
+        elif seen <= {str(Outcome.FAILED), str(Outcome.ERROR)} and _NETWORK.search(message):
+            out.append({"test": test_id, "reason": f"network: {message}"})
+    return out
 
 
 def _schedule(chains) -> list[tuple[str, int]]:
@@ -291,6 +334,7 @@ class _SideState:
     outcomes: dict[str, list[dict]] = field(default_factory=lambda: {"base": [], "head": []})
     base_errors: set[str] = field(default_factory=set)
     stopped: bool = False
+    head_messages: dict[str, str] = field(default_factory=dict)  # a test's message in its last head run
 
     def has_candidate(self) -> bool:
         """A FAIL_TO_PASS candidate after its first head and base runs (`_no_candidate`)."""
@@ -337,6 +381,8 @@ def _side_runs(
             result.status, result.error = stop
             return False
         outcomes[when].append(res.tests)
+        if when == "head":
+            state.head_messages.update(res.messages)
         if when == "base":
             state.base_errors |= set(res.collection_errors)
             if not res.suite_ran:

@@ -61,6 +61,7 @@ def markdown(out: Path) -> str:
             detail = f"rejected {len(numbers & set(rejected_by))}" if rejected_by else ""
             valid = len(numbers & valid_ids)
             lines.append(f"| packaging, schema, tiering | {ok} | {ok - valid} | **{valid}** | {detail} |")
+        lines += _cannot_run(extraction)
         seconds = float(extraction["duration_s"].sum())
         valid = len(numbers & valid_ids)
         per = f"{seconds / valid / 60:.1f} min per valid instance" if valid else "no valid instance yet"
@@ -76,6 +77,23 @@ def markdown(out: Path) -> str:
     else:
         lines += ["", "No PR extracted yet."]
     return "\n".join(lines) + "\n"
+
+
+def _cannot_run(extraction) -> list[str]:
+    """A line counting the tests the test patches add or change that cannot run here (skipped without a key,
+    wanting the outside network): in neither list, and no instance lost silently."""
+    if "cannot_run" not in extraction:
+        return []
+    rows = [(r.number, list(r.cannot_run)) for r in extraction.itertuples() if r.cannot_run is not None]
+    rows = [(n, c) for n, c in rows if len(c)]
+    if not rows:
+        return []
+    kinds = Counter(c["reason"].split(":", 1)[0] for _, cs in rows for c in cs)
+    lost = sum(1 for n, _ in rows if extraction.loc[extraction["number"] == n, "status"].iloc[0] != "ok")
+    return [
+        f"| (cannot run here) | {sum(kinds.values())} tests in {len(rows)} PRs | | | {_counts(kinds)}; "
+        f"{lost} PR(s) left with no FAIL_TO_PASS by them |"
+    ]
 
 
 def _wall(out: Path) -> tuple[float, int]:

@@ -120,6 +120,37 @@ def test_a_base_run_killed_before_any_report_knows_no_base_outcome(pr, tmp_path)
     assert result.unknown_at_base == ["tests/test_items.py::test_one"] and result.backend_pass_to_pass == []
 
 
+def test_tests_that_cannot_run_here_are_in_neither_list_and_said(pr, tmp_path):
+    """Rule: a test the test patch adds or changes that is skipped in every head run (a spec without its API
+    key) or fails there for want of the outside network is in neither list, recorded with its reason in
+    `cannot_run`; a PR left with no FAIL_TO_PASS by them says so. An unchanged test skipped or failing is not
+    counted, nor a failure that is not about the network."""
+    repo, base, head = pr
+    two, one = "tests/test_items.py::test_two", "tests/test_items.py::test_one"
+    head_tests = {one: Outcome.SKIPPED, two: Outcome.SKIPPED}
+
+    def run(req):
+        name = Path(req.log_dir).name
+        tests = head_tests if name.startswith("head") else {one: P, two: F}
+        return RunResult(RunStatus.COMPLETED, tests=tests, suite_ran=True, image="img",
+                         messages={one: "skip: nope", two: "skip: OPENAI_API_KEY required to run this test"})  # fmt: skip
+
+    result = extraction.extract(load_source("demo"), repo, 7, base, head, tmp_path / "logs", run=run)
+    assert result.cannot_run == [
+        {"test": two, "reason": "skipped: skip: OPENAI_API_KEY required to run this test"}
+    ]
+    assert result.status == ExtractionStatus.NO_FAIL_TO_PASS and result.backend_fail_to_pass == []
+    assert "1 test(s) the test patch adds or changes cannot run here (skipped;" in result.error
+    back = extraction.ExtractionResult.from_row(result.to_row())
+    assert back.cannot_run == result.cannot_run
+    offline = "httpx.ConnectError: [Errno -3] Temporary failure in name resolution"
+    assert extraction.cannot_run_here([{two: F}] * 3, {two: offline}, {two}) == [
+        {"test": two, "reason": f"network: {offline}"}
+    ]
+    assert extraction.cannot_run_here([{two: F}] * 3, {two: "AssertionError: 1 != 2"}, {two}) == []
+    assert extraction.cannot_run_here([{two: F}, {two: Outcome.SKIPPED}], {two: "skip: x"}, {two}) == []
+
+
 def test_a_test_the_test_patch_rewrites_is_fail_to_pass_when_its_file_has_no_base_outcome(tmp_path):
     """Rule (extraction 3): in a file without base outcomes, a test the test patch rewrites (its code differs)
     is FAIL_TO_PASS like an added one; an untouched test of the same file stays unknown at base
@@ -170,6 +201,24 @@ def _recording_runner(by_run: dict[str, dict]):
         return RunResult(RunStatus.COMPLETED, tests=by_run[name], suite_ran=True, image="img")
 
     return run, selections
+
+
+def test_a_playwright_side_whose_new_tests_all_skip_at_head_says_so_without_a_base_run(frontend_pr, tmp_path):
+    """Rule: key-gated specs skip in every head run; with nothing passing at head the side has no base run,
+    and its skipped new tests are still in `cannot_run` with the skip's reason."""
+    repo, base, head = frontend_pr
+    skipped = {ONE: Outcome.SKIPPED, TWO: Outcome.SKIPPED, THREE: Outcome.SKIPPED}
+
+    def run(req):
+        why = {t: "skip: OPENAI_API_KEY required to run this test" for t in skipped}
+        return RunResult(RunStatus.COMPLETED, tests=skipped, suite_ran=True, image="img", messages=why)
+
+    result = extraction.extract(load_source("demo"), repo, 7, base, head, tmp_path / "logs", run=run)
+    assert result.base_runs == 0 and result.status == ExtractionStatus.NO_FAIL_TO_PASS
+    assert {TWO, THREE} <= {c["test"] for c in result.cannot_run}
+    assert {c["reason"] for c in result.cannot_run} == {
+        "skipped: skip: OPENAI_API_KEY required to run this test"
+    }
 
 
 def test_a_playwright_base_run_runs_only_the_tests_that_passed_in_every_head_run(frontend_pr, tmp_path):

@@ -62,6 +62,13 @@ def test_the_funnel_counts_every_stage_and_lists_every_extracted_pr(tmp_path):
         in text
     )
     assert "0.05 h over 2 PRs (no valid instance yet)" in text
+    assert "cannot run here" not in text
+    results[1].cannot_run = [{"test": "t::k", "reason": "skipped: needs OPENAI_API_KEY"}]
+    curation.write_extraction(results, tmp_path)
+    assert (
+        "| (cannot run here) | 1 tests in 1 PRs | | | skipped 1; 1 PR(s) left with no FAIL_TO_PASS by them |"
+        in funnel.markdown(tmp_path)
+    )
 
 
 def test_every_run_of_a_season_is_counted_in_its_wall_time(tmp_path):
