@@ -89,6 +89,18 @@ def test_row_is_normalized(tmp_path):
     assert pr.closing_issues == () and pr.hints_text == ""
 
 
+def test_an_export_rebuilt_from_git_history_has_no_branch_names(tmp_path):
+    """Rule: `headRefName` null (an export rebuilt from the git history, ../shared/reference/langflow) is no branch
+    name, not an error; `baseRefName` still decides the default branch, a file's null counts are 0, and a null
+    `createdAt` is the merge time."""
+    row = gh_row(headRefName=None, reviewDecision=None, body=None, createdAt=None)
+    row["files"][0] = {"additions": None, "deletions": None, "path": "backend/app/api/routes/users.py"}
+    (pr,), _ = crawl(write_jsonl(tmp_path, [row]))
+    assert (pr.head_ref, pr.base_ref, pr.body) == ("", "master", "")
+    assert pr.files[0] == ChangedFile("backend/app/api/routes/users.py", 0, 0)
+    assert pr.created_at == pr.merged_at  # createdAt unknown: the merge time
+
+
 def test_app_logins_normalize_to_bot_logins(tmp_path):
     """gh's `app/dependabot` and the API's `dependabot[bot]` are one author; the raw login is kept."""
     rows = [

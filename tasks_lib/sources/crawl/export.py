@@ -205,9 +205,11 @@ def parse_export_row(
             # The post-merge commit on the default branch is the head state the task reproduces.
             head_commit=merge_commit,
             base_ref=r.get("baseRefName", str),
-            head_ref=r.get("headRefName", str),
+            # null in an export rebuilt from git history (the branch a PR came from is not in it)
+            head_ref=r.get("headRefName", str, required=False, default=""),
             default_branch=default_branch,
-            created_at=_timestamp(r, "createdAt", r.get("createdAt", str)),
+            # unknown in an export rebuilt from git history: the merge time (tiers go by it anyway)
+            created_at=_timestamp(r, "createdAt", r.get("createdAt", str, required=False) or merged_at),
             merged_at=_timestamp(r, "mergedAt", merged_at),
             url=r.get("url", str, required=False) or f"https://github.com/{repo_name}/pull/{number}",
             closing_issues=_closing_issues(r, repo_name),
