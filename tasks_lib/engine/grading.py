@@ -54,6 +54,17 @@ def _stable(runs: Sequence[Mapping[str, Outcome]], test_id: str) -> str | None:
     return seen.pop() if len(seen) == 1 else None
 
 
+def _stable_pairs(base_runs, head_runs, flaky: list[str]):
+    """(test id, head outcome, base outcome) of every test whose outcome held over each side's runs, by id; the
+    others are appended to `flaky`."""
+    for test_id in sorted(set().union(*head_runs, *base_runs)):
+        head, base = _stable(head_runs, test_id), _stable(base_runs, test_id)
+        if head is None or base is None:
+            flaky.append(test_id)
+        else:
+            yield test_id, head, base
+
+
 def extract_labels(
     base_runs: Sequence[Mapping[str, Outcome]],
     head_runs: Sequence[Mapping[str, Outcome]],
@@ -91,15 +102,9 @@ def extract_labels(
         )
     broken_files = {file_of(e) for e in base_collection_errors}
     changed = {strip_params(t) for t in changed_tests}
-    all_ids = set().union(*head_runs, *base_runs)
     f2p, p2p, flaky, unknown = [], [], [], []
     fallback_used = False
-    for test_id in sorted(all_ids):
-        head = _stable(head_runs, test_id)
-        base = _stable(base_runs, test_id)
-        if head is None or base is None:
-            flaky.append(test_id)
-            continue
+    for test_id, head, base in _stable_pairs(base_runs, head_runs, flaky):
         if head not in PASSING_OUTCOMES:
             continue
         if base in PASSING_OUTCOMES:
@@ -121,16 +126,10 @@ def _published_labels(base_runs, head_runs, candidates: set[str], collection_err
     the published fallback (the base side had collection errors and no test outcome at all, and nothing is
     FAIL_TO_PASS: the `candidates` passing at head, ids compared exactly). Its fallback then makes PASS_TO_PASS
     every other test passing at head, as the published one did."""
-    all_ids = set().union(*head_runs, *base_runs)
     only_errors = collection_errors and not any(base_runs)
     f2p, p2p, flaky, unknown, head_pass = [], [], [], [], []
     base_passed = False
-    for test_id in sorted(all_ids):
-        head = _stable(head_runs, test_id)
-        base = _stable(base_runs, test_id)
-        if head is None or base is None:
-            flaky.append(test_id)
-            continue
+    for test_id, head, base in _stable_pairs(base_runs, head_runs, flaky):
         base_passed = base_passed or base in PASSING_OUTCOMES
         if head not in PASSING_OUTCOMES:
             continue
