@@ -16,6 +16,18 @@ class Fields:
         self.path, self.table, self.prefix = path, table, prefix
         if not isinstance(table, dict):
             raise SourceError(path, prefix.rstrip(".") or "<root>", "must be a table")
+        self.read: set[str] = set()  # the keys a parser asked for: any other key is unknown
+
+    def refuse_unknown(self, *also: str) -> None:
+        """Raise on a key no accessor read (nor `also`, keys read straight from `table`): a misspelt field
+        (`test_comand`) is an error naming it and the nearest known one, never a default silently applied."""
+        import difflib
+
+        known = self.read | set(also)
+        for key in sorted(k for k in self.table if k not in known):
+            near = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+            hint = f"; did you mean {self._name(near[0])!r}?" if near else ""
+            raise self.fail(key, f"is not a known field{hint} (known: {', '.join(sorted(known))})")
 
     def _name(self, key: str) -> str:
         return f"{self.prefix}{key}"
@@ -24,6 +36,7 @@ class Fields:
         return SourceError(self.path, self._name(key), problem)
 
     def str(self, key: str, default: str | None = None, *, required: bool = False, choices=None) -> str:
+        self.read.add(key)
         if key not in self.table:
             if required:
                 raise self.fail(key, "is missing")
@@ -38,6 +51,7 @@ class Fields:
         return value
 
     def str_list(self, key: str, default: list[str] | None = None, *, required: bool = False) -> list[str]:
+        self.read.add(key)
         if key not in self.table:
             if required:
                 raise self.fail(key, "is missing")
@@ -50,18 +64,21 @@ class Fields:
         return list(value)
 
     def bool(self, key: str, default: bool) -> bool:
+        self.read.add(key)
         value = self.table.get(key, default)
         if not isinstance(value, bool):
             raise self.fail(key, f"must be true or false, got {value!r}")
         return value
 
     def int(self, key: str, default: int) -> int:
+        self.read.add(key)
         value = self.table.get(key, default)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise self.fail(key, f"must be a positive integer, got {value!r}")
         return value
 
     def str_map(self, key: str) -> dict[str, str]:
+        self.read.add(key)
         value = self.table.get(key, {})
         if not isinstance(value, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in value.items()
@@ -70,6 +87,7 @@ class Fields:
         return dict(value)
 
     def sub(self, key: str, *, required: bool = False) -> Fields | None:
+        self.read.add(key)
         if key not in self.table:
             if required:
                 raise self.fail(key, "is missing")
@@ -77,6 +95,7 @@ class Fields:
         return Fields(self.path, self.table[key], self._name(key) + ".")
 
     def date(self, key: str) -> date | None:
+        self.read.add(key)
         value = self.table.get(key)
         if value is None or value == "":
             return None

@@ -71,6 +71,33 @@ def _err(path, field_name, problem):
     return InputError(f"{path}: field '{field_name}': {problem}")
 
 
+# The keys of each table of a season definition: any other key is a mistake (`head_run = 5`), refused by name.
+KNOWN_KEYS = {
+    "": ("name", "sources", "target_models", "internal_only", "window", "distribution", "extraction"),
+    "window": ("since", "until"),
+    "distribution": ("target", "tolerance", "fail_on_mismatch"),
+    "extraction": (
+        "head_runs", "base_runs", "max_concurrency", "order", "prs", "labels", "waive", "collection_errors",
+    ),
+}  # fmt: skip
+
+
+def _refuse_unknown(path, raw: dict) -> None:
+    """A key of a season definition that no field reads is an error naming it and the nearest known key."""
+    import difflib
+
+    for table, known in KNOWN_KEYS.items():
+        value = raw.get(table, {}) if table else raw
+        if not isinstance(value, dict):
+            continue  # the table's own check says what is wrong with it
+        for key in sorted(value):
+            if key not in known:
+                near = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+                name = f"{table}.{key}" if table else key
+                hint = f"; did you mean {(f'{table}.' if table else '') + near[0]!r}?" if near else ""
+                raise _err(path, name, f"is not a known field{hint} (known: {', '.join(known)})")
+
+
 def _str_list(path, raw: dict, key: str) -> tuple[str, ...]:
     value = raw.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -131,6 +158,7 @@ def load_season(name: str, *, sources: list[str] | None = None) -> Season:
         raise InputError(f"{path}: not valid TOML: nested too deeply") from None
     if raw.get("name", name) != name:
         raise _err(path, "name", f"must match the file name {name!r}")
+    _refuse_unknown(path, raw)
     window = _table(path, raw, "window", "window")
     dist = _table(path, raw, "distribution", "distribution")
     ext = _table(path, raw, "extraction", "extraction")

@@ -291,6 +291,7 @@ def _parse_services(f: _Fields) -> tuple[ServiceSpec, ...]:
                 db=sf.str("db", "app"),
             )
         )
+        sf.refuse_unknown()
     return tuple(out)
 
 
@@ -300,7 +301,7 @@ def _parse_backend(f: _Fields) -> BackendSpec:
         if key in f.table and installer != "uv":
             raise f.fail(key, f"applies to installer 'uv' only (this backend's installer is {installer!r})")
     lock_files = tuple(_rel_path(f, "lock_files", p) for p in f.str_list("lock_files", required=True))
-    return BackendSpec(
+    spec = BackendSpec(
         dir=_rel_dir(f, "dir", f.str("dir", required=True)),
         python_version=f.str("python_version", required=True),
         installer=installer,
@@ -323,6 +324,8 @@ def _parse_backend(f: _Fields) -> BackendSpec:
         leave_out=_parse_leave_out(f),
         workspace_metadata=f.bool("workspace_metadata", False),
     )
+    f.refuse_unknown("services")
+    return spec
 
 
 _PACKAGE_GLOB = re.compile(r"^[A-Za-z0-9*?][A-Za-z0-9._*?-]*$")
@@ -336,7 +339,9 @@ def _parse_leave_out(f: _Fields) -> LeaveOut | None:
     for name in packages:
         if not _PACKAGE_GLOB.match(name):
             raise sf.fail("packages", f"{name!r} is not a package name or a glob of package names")
-    return LeaveOut(packages=tuple(packages), reason=sf.str("reason", required=True))
+    leave_out = LeaveOut(packages=tuple(packages), reason=sf.str("reason", required=True))
+    sf.refuse_unknown()
+    return leave_out
 
 
 _DEBIAN_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
@@ -354,11 +359,15 @@ def _parse_scope(f: _Fields) -> TestScope:
     sf = f.sub("test_scope")
     if sf is None:
         return TestScope()
-    return TestScope(kind=sf.str("kind", "suite", choices=TEST_SCOPES), related_cap=sf.int("related_cap", 10))
+    scope = TestScope(
+        kind=sf.str("kind", "suite", choices=TEST_SCOPES), related_cap=sf.int("related_cap", 10)
+    )
+    sf.refuse_unknown()
+    return scope
 
 
 def _parse_frontend(f: _Fields) -> FrontendSpec:
-    return FrontendSpec(
+    spec = FrontendSpec(
         dir=_rel_dir(f, "dir", f.str("dir", required=True)),
         node_version=f.str("node_version", required=True),
         package_manager=f.str("package_manager", required=True, choices=FRONTEND_PACKAGE_MANAGERS),
@@ -373,6 +382,8 @@ def _parse_frontend(f: _Fields) -> FrontendSpec:
         prestart=tuple(f.str_list("prestart")),
         scope=_parse_scope(f),
     )
+    f.refuse_unknown()
+    return spec
 
 
 def _parse_eras(f: _Fields) -> tuple[Era, ...]:
@@ -408,12 +419,13 @@ def parse_source(raw: dict[str, Any], path: Path) -> SourceRecord:
     clone = CloneSpec(url=cf.str("url"), mirror=cf.str("mirror"), generator=cf.str("generator"))
     if not (clone.url or clone.mirror or clone.generator):
         raise cf.fail("url", "one of clone.url, clone.mirror or clone.generator is required")
+    cf.refuse_unknown()
     tf = f.sub("test_files", required=True)
     frontend_f = f.sub("frontend")
     filter_rules = raw.get("filter", {})
     if not isinstance(filter_rules, dict):
         raise f.fail("filter", "must be a table")
-    return SourceRecord(
+    record = SourceRecord(
         name=f.str("name", required=True),
         repo=repo,
         path=path,
@@ -428,6 +440,9 @@ def parse_source(raw: dict[str, Any], path: Path) -> SourceRecord:
         filter_rules=filter_rules,
         raw=raw,
     )
+    tf.refuse_unknown()
+    f.refuse_unknown("eras", "filter")
+    return record
 
 
 def load_source_file(path: Path) -> SourceRecord:

@@ -438,6 +438,24 @@ def test_a_touched_playwright_scope_is_the_specs_touched_widened_by_specs_using_
     ]
 
 
+@pytest.mark.parametrize(
+    "old, new, field, near",
+    [('test_command = "python', 'test_comand = "python', "backend.test_comand", "backend.test_command"),
+     ('kind = "touched"', 'knd = "touched"', "backend.test_scope.knd", "backend.test_scope.kind"),
+     ('repo = "acme/gateway"', 'repo = "acme/gateway"\nrepo_url = "x"', "repo_url", "repo"),
+     ('node_version = "20"', 'node_version = "20"\nwibble = 1', "frontend.wibble", None)],
+)  # fmt: skip
+def test_a_misspelt_field_of_a_source_record_is_refused_by_name(tmp_path, old, new, field, near):
+    """Rule: a key no field of the record reads is an error naming it (and the nearest known field), never a
+    default applied in its place."""
+    with pytest.raises(SourceError) as err:
+        load(tmp_path, ROOT.replace(old, new, 1))
+    assert err.value.field == field and "is not a known field" in err.value.message
+    assert (
+        (f"did you mean {near!r}" in err.value.message) if near else "did you mean" not in err.value.message
+    )
+
+
 def test_a_touched_scope_with_only_ignored_tests_runs_nothing(tmp_path, gateway_repo):
     """Rule: a test patch whose test files and helpers all lie under a path the suite ignores (here the test
     command's --ignore=tests/fuzz) leaves no test to extract: said, never the ignored folder run instead."""
@@ -514,6 +532,25 @@ def test_extraction_prs_is_checked_when_the_season_is_read(tmp_path, monkeypatch
     assert load_season("s").prs == (9, 3)
     (tmp_path / "season_defs" / "s.toml").write_text(body + value + "\n")
     with pytest.raises(InputError, match=r"s\.toml: field 'extraction\.prs': .*" + re.escape(problem)):
+        load_season("s")
+
+
+@pytest.mark.parametrize(
+    "body, problem",
+    [('head_run = 5\n', "field 'extraction.head_run': is not a known field; did you mean 'extraction.head_runs'?"),
+     ('[window]\nsinse = "2025-01-01"\n', "field 'window.sinse': is not a known field; did you mean 'window.since'?"),
+     ('[windows]\n', "field 'windows': is not a known field; did you mean 'window'?")],
+)  # fmt: skip
+def test_a_misspelt_key_of_a_season_is_refused_by_name(tmp_path, monkeypatch, body, problem):
+    from tasks_lib.core.errors import InputError
+    from tasks_lib.curation.season import load_season
+
+    monkeypatch.setenv("PBENCH_DATA_DIR", str(tmp_path))
+    (tmp_path / "season_defs").mkdir()
+    head = 'name = "s"\nsources = ["demo"]\ntarget_models = ["m"]\n'
+    text = head + ("[extraction]\n" + body if not body.startswith("[") else body)
+    (tmp_path / "season_defs" / "s.toml").write_text(text)
+    with pytest.raises(InputError, match=re.escape(problem)):
         load_season("s")
 
 
