@@ -42,6 +42,7 @@ def curate(
         raise InputError(f"--limit: a positive number of PRs, got {limit}")
     if max_concurrency is not None and max_concurrency < 1:
         raise InputError(f"--max-concurrency: a positive number of extractions, got {max_concurrency}")
+    _preflight(season, source, crawl, prs_file, mirror)
     summaries = None if until is not None else _up_to_date(season, source, crawl, prs_file, mirror, limit)
     if summaries is not None:
         _print_summaries(summaries)
@@ -71,6 +72,26 @@ def curate(
         finally:
             progress.CURATION.remove(on_pr)
     _print_summaries(summaries)
+
+
+def _preflight(season, source, crawl, prs_file, mirror) -> None:
+    """Every input of a curation checked before Prefect starts (one line and exit 2, not a traceback after a
+    server start-up): the season definition, each source record, the mirror (there, and a git repository, for
+    a source that clones from one) and every row of the export file."""
+    from tasks_lib.curation.season import load_season
+    from tasks_lib.curation.stages import pr_source
+    from tasks_lib.sources import repos
+    from tasks_lib.sources.record import load_source
+
+    spec = load_season(season, sources=list(source) or None)
+    for name in spec.sources:
+        record = load_source(name)
+        repos.origin(record, mirror)
+        if prs_file is not None:
+            for _ in pr_source(record, crawl, str(prs_file), str(mirror) if mirror else None).iter_merged_prs(
+                None, None
+            ):
+                pass
 
 
 def _up_to_date(season, source, crawl, prs_file, mirror, limit) -> dict | None:

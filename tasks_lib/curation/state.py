@@ -64,7 +64,7 @@ def fingerprint(
             return None
         h.update(repr(dataclasses.replace(source, path=Path(source.name))).encode())
         try:
-            origin = Path(repos._origin(source, mirror))
+            origin = Path(repos.origin(source, mirror))
         except Exception:
             return None
         if prs_file:

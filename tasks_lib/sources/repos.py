@@ -19,10 +19,16 @@ from tasks_lib.sources.record import SourceRecord
 GENERATORS: dict[str, Callable[[], Path]] = {"demo": demo_repo.ensure_demo_repo}
 
 
-def _origin(source: SourceRecord, override: str | Path | None) -> str:
+def origin(source: SourceRecord, override: str | Path | None = None) -> str:
+    """Where the source's clone comes from: `--mirror`, the record's generator, mirror or URL. A local path that
+    does not exist, or is no git repository, is an input error naming it (checked before anything starts)."""
     if override:
-        if "://" not in str(override) and not Path(override).exists():
-            raise InputError(f"--mirror {override}: no such repository")
+        if "://" not in str(override):
+            path = Path(override)
+            if not path.exists():
+                raise InputError(f"--mirror {override}: no such repository")
+            if not ((path / "HEAD").is_file() or (path / ".git").exists()):
+                raise InputError(f"--mirror {override}: not a git repository (no HEAD, no .git)")
         return str(override)
     if source.clone.generator:
         if source.clone.generator not in GENERATORS:
@@ -117,20 +123,20 @@ def repo_dir(
     """A bare clone of the source in the cache, created on first use, refreshed when the origin moves. A
     caller that names the commits it `needs` skips the refresh when the clone has them all (a fetch from a
     local mirror that finds nothing new is ~0.1 s of every `pbench score`)."""
-    origin = _origin(source, mirror_override)
+    where = origin(source, mirror_override)
     dest = paths.cache_dir() / "repos" / f"{source.name}.git"
     with file_lock(f"repo-{source.name}"):
         if not dest.exists():
             dest.parent.mkdir(parents=True, exist_ok=True)
             tmp = dest.with_name(dest.name + ".tmp")
             shutil.rmtree(tmp, ignore_errors=True)  # a clone interrupted earlier
-            git(["clone", "--quiet", "--mirror", origin, str(tmp)])
+            git(["clone", "--quiet", "--mirror", where, str(tmp)])
             tmp.rename(dest)
         elif needs and _has_commits(dest, needs):
             pass
-        elif Path(origin).exists():
+        elif Path(where).exists():
             # Local origins (the generated demo, a mirror) may be newer than our clone: cheap to refresh.
-            git(["--git-dir", str(dest), "remote", "set-url", "origin", origin])
+            git(["--git-dir", str(dest), "remote", "set-url", "origin", where])
             git(["--git-dir", str(dest), "fetch", "--quiet", "--prune", "origin", "+refs/*:refs/*"])
         # A snapshot must hold every tracked file: neutralise export-ignore / export-subst attributes.
         info = dest / "info"

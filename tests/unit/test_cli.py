@@ -214,3 +214,21 @@ def test_validate_takes_evaluates_selection_and_refuses_an_unknown_one_before_pr
         "fastapi/full-stack-fastapi-template"
         in _pbench("validate", "--dataset", "pub", "--repo", "acme/none", env=env).stderr
     )  # the message lists the corpus's repositories
+
+
+def test_curate_checks_every_input_before_prefect_starts(tmp_path):
+    """Rule (issue 39, item 3): a mirror that is not there or is no git repository, and an export file with a
+    malformed row, are one line naming the input and exit 2, before any Prefect server starts (the demo
+    season clones from a generator, so --mirror is the only way in for a bad path)."""
+    env = {"PBENCH_OUTPUT_DIR": str(tmp_path / "out"), "PREFECT_LOGGING_LEVEL": "INFO"}
+    res = _pbench("curate", "--season", "demo", "--mirror", str(tmp_path / "nope"), env=env)
+    assert res.returncode == 2 and f"--mirror {tmp_path / 'nope'}: no such repository" in res.stderr
+    (tmp_path / "plain").mkdir()
+    res = _pbench("curate", "--season", "demo", "--mirror", str(tmp_path / "plain"), env=env)
+    assert res.returncode == 2 and "not a git repository" in res.stderr
+    export = tmp_path / "prs.jsonl"
+    export.write_text('{"number": 1, "title": "x"}\n')
+    res = _pbench("curate", "--season", "demo", "--prs-file", str(export), "--until", "crawl", env=env)
+    assert res.returncode == 2 and f"{export}: line 1: field" in res.stderr
+    for r in (res,):
+        assert "Traceback" not in r.stderr and "Starting temporary server" not in r.stderr + r.stdout

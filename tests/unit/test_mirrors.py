@@ -87,14 +87,18 @@ def test_a_committed_mirror_names_its_root_by_a_variable_and_an_unset_one_is_an_
     source = load_source("mcp-context-forge")
     assert source.clone.mirror == "${PBENCH_MIRRORS}/IBM+mcp-context-forge/repo"
     monkeypatch.setenv("PBENCH_MIRRORS", str(tmp_path))
-    assert repos._origin(source, None) == str(tmp_path / "IBM+mcp-context-forge" / "repo")
+    assert repos.origin(source, None) == str(tmp_path / "IBM+mcp-context-forge" / "repo")
     bare = dataclasses.replace(source, clone=dataclasses.replace(source.clone, mirror="$PBENCH_MIRRORS/x"))
     with pytest.raises(InputError, match="does not exist"):
-        repos._origin(bare, None)
+        repos.origin(bare, None)
     monkeypatch.delenv("PBENCH_MIRRORS")
     with pytest.raises(InputError, match=r"needs \$PBENCH_MIRRORS, which is not set .*--mirror PATH"):
-        repos._origin(source, None)
-    assert repos._origin(source, tmp_path) == str(tmp_path)  # --mirror wins, the variable is not needed
+        repos.origin(source, None)
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "HEAD").write_text("ref: refs/heads/main\n")
+    assert repos.origin(source, tmp_path / "m") == str(tmp_path / "m")  # --mirror wins, no variable needed
+    with pytest.raises(InputError, match=r"--mirror .*: not a git repository"):
+        repos.origin(source, tmp_path)
 
 
 def test_no_committed_data_file_holds_a_machine_path():
