@@ -240,6 +240,24 @@ def report(
 
 
 @app.command()
+def compare(
+    run_a: Path = typer.Argument(..., help="The first run folder (data/runs/<run_id>): the baseline."),
+    run_b: Path = typer.Argument(..., help="The second run folder, over the same selection."),
+    as_json: bool = typer.Option(False, "--json", help="The comparison as JSON."),
+):
+    """Two runs of one selection, instance by instance: the flips each way, McNemar's exact test and a
+    bootstrap interval of the score difference, each score with its 95 % interval."""
+    from tasks_lib.judge import compare as comparing
+
+    name_a, a = comparing.read_run(run_a)
+    name_b, b = comparing.read_run(run_b)
+    if name_a == name_b:
+        name_a, name_b = str(run_a), str(run_b)
+    result = comparing.compare(a, b, (name_a, name_b))
+    typer.echo(json.dumps(result, indent=2) if as_json else comparing.text(result))
+
+
+@app.command()
 def validate(
     dataset: str = typer.Option(DEFAULT_DATASET, help=DATASET_HELP),
     max_workers: int = typer.Option(2, min=1),

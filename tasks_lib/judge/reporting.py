@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from tasks_lib.core.constants import Status
 from tasks_lib.corpus import tiering
 from tasks_lib.corpus.instance import TaskInstance
+from tasks_lib.judge.compare import wilson
 
 RESULTS_SCHEMA = pa.schema(
     [
@@ -196,6 +197,8 @@ def build_report(rows: Sequence[dict], meta: dict) -> dict:
         "total": len(rows),
         "resolved": resolved,
         "score": _rate(resolved, len(rows)),
+        # 95 % Wilson interval of the score: on ~100 instances a few points are within it (pbench compare)
+        "score_interval": [round(x, 4) for x in wilson(resolved, len(rows))],
         "infra_failures": len(rows) - len(scored),
         "score_excluding_infra": _rate(sum(r["resolved"] for r in scored), len(scored)),
         "by_stack_domain": split(lambda r: r["stack_domain"]),
@@ -218,7 +221,13 @@ def text_table(report: dict) -> str:
         f"PrototypeBench evaluation — {report['model']} (cutoff {report['model_cutoff']}) — run {report['run_id']}",
         "",
         f"instances {report['total']}   resolved {report['resolved']}   "
-        f"score {report['score'] * 100:.1f}% (resolved / instances)   infra failures {report['infra_failures']}"
+        f"score {report['score'] * 100:.1f}% (resolved / instances"
+        + (
+            f"; 95 % interval {report['score_interval'][0] * 100:.1f}–{report['score_interval'][1] * 100:.1f}%"
+            if report.get("score_interval")
+            else ""
+        )
+        + f")   infra failures {report['infra_failures']}"
         + (
             f"   without a prediction {len(report['incomplete_ids'])}" if report.get("incomplete_ids") else ""
         ),

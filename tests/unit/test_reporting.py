@@ -446,7 +446,8 @@ def test_a_missing_prediction_counts_in_the_denominator_and_the_swebench_lists()
     assert (report["total_instances"], report["submitted_instances"], report["error_instances"]) == (4, 3, 1)
     assert not rows[3]["infra_failure"]  # the model's choice, not the harness's trouble
     text = reporting.text_table(report)
-    assert "score 25.0% (resolved / instances)" in text and "no prediction (unresolved): acme__shop-4" in text
+    assert "score 25.0% (resolved / instances; 95 % interval 4.6–69.9%)" in text
+    assert "no prediction (unresolved): acme__shop-4" in text
 
 
 def test_a_prediction_of_another_model_is_refused(tmp_path):
