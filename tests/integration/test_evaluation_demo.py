@@ -294,6 +294,15 @@ def test_predictions_for_half_the_corpus_score_over_the_whole_corpus(gold_run, t
     assert f"score {100 * len(half) / len(ids):.1f}%" in text and rest[0] in text
     df = pd.read_parquet(f"{rep['out_dir']}/results.parquet").set_index("instance_id")
     assert not df.loc[rest, "resolved"].any() and set(df.loc[rest, "status"]) == {"no_prediction"}
+    # Issue 39, item 7: the half run against the gold run, compared from their folders; the flips are exactly
+    # the instances without a prediction, and the statistics those of the reference computation.
+    from tasks_lib.judge import compare
+
+    result = compare.compare(
+        compare.read_run(Path(rep["out_dir"]))[1], compare.read_run(Path(gold_run["out_dir"]))[1]
+    )
+    assert result["resolved_by_b_only"] == rest and result["resolved_by_a_only"] == []
+    assert result["mcnemar_p"] == min(1.0, 2 / 2 ** len(rest)) and result["both"] == len(half)
 
 
 def test_a_prediction_of_another_model_is_refused_naming_both(curated_demo, tmp_path):
