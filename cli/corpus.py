@@ -348,6 +348,11 @@ def export(
     FAIL_TO_PASS test are left out unless --with-frontend-only (their FAIL_TO_PASS would be "[]")."""
     if fmt != "swebench":
         raise InputError(f"--format: one of swebench, got {fmt!r}")
+    if out.suffix[1:].isalpha() and out.suffix not in (".jsonl", ".parquet"):
+        # Any other name is a `datasets` folder: `x.csv` would have been a folder named so (`v0.3` is a name).
+        raise InputError(
+            f"--out {out}: a .jsonl or .parquet file, or a folder name without a suffix (got {out.suffix!r})"
+        )
     from tasks_lib.corpus import swebench
 
     instances = _corpus(dataset)

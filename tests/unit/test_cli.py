@@ -232,3 +232,12 @@ def test_curate_checks_every_input_before_prefect_starts(tmp_path):
     assert res.returncode == 2 and f"{export}: line 1: field" in res.stderr
     for r in (res,):
         assert "Traceback" not in r.stderr and "Starting temporary server" not in r.stderr + r.stdout
+
+
+def test_export_refuses_an_out_suffix_it_cannot_write(tmp_path):
+    """Rule (issue 39, item 3): `--out x.csv` was written as a `datasets` folder named x.csv; now exit 2 naming it."""
+    res = _pbench("export", "--dataset", "pub", "--out", str(tmp_path / "x.csv"), env=_season(tmp_path))
+    assert res.returncode == 2 and "x.csv" in res.stderr and "'.csv'" in res.stderr
+    assert not (tmp_path / "x.csv").exists()
+    res = _pbench("export", "--dataset", "pub", "--out", str(tmp_path / "flat-v0.3"), env=_season(tmp_path))
+    assert res.returncode == 0 and (tmp_path / "flat-v0.3" / "dataset_dict.json").is_file(), res.stderr
