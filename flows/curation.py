@@ -159,7 +159,10 @@ def curation_season(
         for source_name in spec.sources:
             out = season_plan.source_out_dir(spec, source_name)
             out.mkdir(parents=True, exist_ok=True)
-            season_state.forget(out)
+            if until is None:
+                # A run that may change what the season holds. An offline look (--until) keeps a finished
+                # season's state: what it rewrites is the same, or the state's outputs no longer match.
+                season_state.forget(out)
             with season_plan.run_ledger(out, until):
                 summaries[source_name] = _source(
                     spec, source_name, out, crawl_method, prs_file, mirror, limit, until, max_concurrency

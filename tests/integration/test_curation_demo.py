@@ -129,6 +129,18 @@ def test_a_season_already_up_to_date_is_answered_before_prefect_starts(curated_d
     assert counted.created == [] and season_state._outputs(out) == before
 
 
+def test_an_offline_look_keeps_a_finished_season_up_to_date(curated_demo, container_counter):
+    """Rule (issue 39, item 3): `pbench curate --until crawl` on a finished season rewrites nothing the season
+    holds and never discards its state: the next `pbench curate` is still answered before Prefect starts."""
+    from flows.curation import run_curation
+
+    run_curation("demo", until="crawl")
+    with container_counter() as counted:
+        res = pbench_without_prefect("curate", "--season", "demo")
+    assert res.returncode == 0 and "up to date" in res.stderr, res.stderr[-3000:]
+    assert counted.created == []
+
+
 def test_frontend_only_and_fullstack_prs_yield_playwright_fail_to_pass(curated_demo):
     """Full-stack shipping: the frontend-only PR and the fullstack PR become instances whose FAIL_TO_PASS holds
     Playwright tests (ids `tests/<spec>:line:col › … › title`, frontend-relative), from live-stack runs."""
