@@ -10,7 +10,6 @@ algebra in `grading.extract_labels`, never by hand.
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -19,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from tasks_lib import engine
-from tasks_lib.core.constants import PASSING_OUTCOMES, ExtractionStatus, Outcome, RunStatus, Side
+from tasks_lib.core.constants import PASSING_OUTCOMES, ExtractionStatus, RunStatus, Side
 from tasks_lib.engine import grading
 from tasks_lib.formats import patches
 from tasks_lib.formats.changed_tests import changed_spec_tests, changed_test_functions, def_line_tests
@@ -57,13 +56,6 @@ EXTRACTION_SCHEMA = pa.schema(
         ("frontend_test_scope", pa.list_(pa.string())),
         ("cannot_run", pa.list_(pa.struct([("test", pa.string()), ("reason", pa.string())]))),
     ]
-)
-# A failure whose message says the test reached for the network outside the run (every run has none).
-_NETWORK = re.compile(
-    r"ENOTFOUND|EAI_AGAIN|getaddrinfo|Name or service not known|Temporary failure in name resolution|"
-    r"net::ERR_(NAME_NOT_RESOLVED|INTERNET_DISCONNECTED|NETWORK_ACCESS_DENIED|ADDRESS_UNREACHABLE)|"
-    r"Network is unreachable|nodename nor servname",
-    re.I,
 )
 
 
@@ -267,7 +259,7 @@ def _label_side(
     else:
         changed = _changed_spec_tests(source, repo, base, head, split.test_patch_frontend, outcomes["head"])
     # Before the labels: a side whose tests were all skipped at head has no base run, and is said too.
-    result.cannot_run += cannot_run_here(outcomes["head"], state.head_messages, changed)
+    result.cannot_run += grading.cannot_run_here(outcomes["head"], state.head_messages, changed)
     if not outcomes["base"]:
         return
     if side == Side.BACKEND and rule == "published-v0.1":
@@ -282,27 +274,6 @@ def _label_side(
         collection_errors=collection_errors,
     )
     result.set_labels(side, labels)
-
-
-def cannot_run_here(head_runs: list[dict], messages: dict[str, str], changed) -> list[dict]:
-    """The tests the test patch adds or changes (`changed`: ids, or pytest ids without parameters) that cannot
-    run here: skipped in every head run (`skipped: <why>`, e.g. a spec that needs an API key), or failing in
-    every head run with a message that says the outside network was wanted (`network: <message>`). Neither
-    list holds them; the funnel counts them, so that no instance is lost silently. Sorted by test."""
-    from tasks_lib.formats.changed_tests import strip_params
-
-    wanted = set(changed)
-    out = []
-    for test_id in sorted({t for run in head_runs for t in run}):
-        if test_id not in wanted and strip_params(test_id) not in wanted:
-            continue
-        seen = {str(run.get(test_id, grading.MISSING)) for run in head_runs}
-        message = " ".join((messages.get(test_id) or "").split())[:200]
-        if seen == {str(Outcome.SKIPPED)}:
-            out.append({"test": test_id, "reason": f"skipped: {message or 'no reason given'}"})
-        elif seen <= {str(Outcome.FAILED), str(Outcome.ERROR)} and _NETWORK.search(message):
-            out.append({"test": test_id, "reason": f"network: {message}"})
-    return out
 
 
 def _schedule(chains) -> list[tuple[str, int]]:

@@ -142,6 +142,41 @@ def _pr_numbers(path, ext: dict) -> tuple[int, ...]:
     return tuple(value)
 
 
+def _check(path, season: Season) -> None:
+    """What a season's fields must hold together (each problem an error naming the field)."""
+    if not season.sources:
+        raise _err(path, "sources", "must name at least one source")
+    if not season.target_models:
+        raise _err(path, "target_models", "must name at least one model (see data/model_cutoffs.toml)")
+    if season.order not in ORDERS:
+        raise _err(path, "extraction.order", f"must be one of {', '.join(ORDERS)}, got {season.order!r}")
+    if season.labels not in LABEL_RULES:
+        raise _err(
+            path, "extraction.labels", f"must be one of {', '.join(LABEL_RULES)}, got {season.labels!r}"
+        )
+    if season.collection_errors not in COLLECTION_ERRORS:
+        raise _err(
+            path,
+            "extraction.collection_errors",
+            f"must be one of {', '.join(COLLECTION_ERRORS)}, got {season.collection_errors!r}",
+        )
+    if season.collection_errors != "continue" and season.labels == "pbench":
+        raise _err(
+            path,
+            "extraction.collection_errors",
+            "'stop' reproduces a published harness: it needs extraction.labels other than 'pbench'",
+        )
+    if season.waive and not season.prs:
+        raise _err(
+            path, "extraction.waive", "waives filter reasons for the PRs of extraction.prs only: list them"
+        )
+    bad_waive = [r for r in season.waive if r.split(":", 1)[0] not in WAIVABLE]
+    if bad_waive:
+        raise _err(path, "extraction.waive", f"{bad_waive}: only {', '.join(WAIVABLE)} can be waived")
+    if season.head_runs < 3 or season.base_runs < 2:
+        raise _err(path, "extraction", "head_runs must be >= 3 and base_runs >= 2 (flakiness detection)")
+
+
 def load_season(name: str, *, sources: list[str] | None = None) -> Season:
     """`data/season_defs/<name>.toml`; `sources` overrides the file's list (CLI --source)."""
     path = paths.data_dir() / "season_defs" / f"{name}.toml"
@@ -188,35 +223,5 @@ def load_season(name: str, *, sources: list[str] | None = None) -> Season:
         path=path,
         raw=raw,
     )
-    if not season.sources:
-        raise _err(path, "sources", "must name at least one source")
-    if not season.target_models:
-        raise _err(path, "target_models", "must name at least one model (see data/model_cutoffs.toml)")
-    if season.order not in ORDERS:
-        raise _err(path, "extraction.order", f"must be one of {', '.join(ORDERS)}, got {season.order!r}")
-    if season.labels not in LABEL_RULES:
-        raise _err(
-            path, "extraction.labels", f"must be one of {', '.join(LABEL_RULES)}, got {season.labels!r}"
-        )
-    if season.collection_errors not in COLLECTION_ERRORS:
-        raise _err(
-            path,
-            "extraction.collection_errors",
-            f"must be one of {', '.join(COLLECTION_ERRORS)}, got {season.collection_errors!r}",
-        )
-    if season.collection_errors != "continue" and season.labels == "pbench":
-        raise _err(
-            path,
-            "extraction.collection_errors",
-            "'stop' reproduces a published harness: it needs extraction.labels other than 'pbench'",
-        )
-    if season.waive and not season.prs:
-        raise _err(
-            path, "extraction.waive", "waives filter reasons for the PRs of extraction.prs only: list them"
-        )
-    bad_waive = [r for r in season.waive if r.split(":", 1)[0] not in WAIVABLE]
-    if bad_waive:
-        raise _err(path, "extraction.waive", f"{bad_waive}: only {', '.join(WAIVABLE)} can be waived")
-    if season.head_runs < 3 or season.base_runs < 2:
-        raise _err(path, "extraction", "head_runs must be >= 3 and base_runs >= 2 (flakiness detection)")
+    _check(path, season)
     return season

@@ -5,6 +5,7 @@ No I/O here. Both functions take per-test outcomes keyed by node id and return p
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -146,6 +147,34 @@ def _published_labels(base_runs, head_runs, candidates: set[str], collection_err
             rest = [t for t in head_pass if t not in set(recovered)]
             return Labels(recovered, rest, flaky, [], True)
     return Labels(f2p, p2p, flaky, unknown, False)
+
+
+# A failure whose message says the test reached for the network outside the run (every run has none).
+_NETWORK = re.compile(
+    r"ENOTFOUND|EAI_AGAIN|getaddrinfo|Name or service not known|Temporary failure in name resolution|"
+    r"net::ERR_(NAME_NOT_RESOLVED|INTERNET_DISCONNECTED|NETWORK_ACCESS_DENIED|ADDRESS_UNREACHABLE)|"
+    r"Network is unreachable|nodename nor servname",
+    re.I,
+)
+
+
+def cannot_run_here(head_runs: list[dict], messages: dict[str, str], changed) -> list[dict]:
+    """The tests the test patch adds or changes (`changed`: ids, or pytest ids without parameters) that cannot
+    run here: skipped in every head run (`skipped: <why>`, e.g. a spec that needs an API key), or failing in
+    every head run with a message that says the outside network was wanted (`network: <message>`). Neither
+    list holds them; the funnel counts them, so that no instance is lost silently. Sorted by test."""
+    wanted = set(changed)
+    out = []
+    for test_id in sorted({t for run in head_runs for t in run}):
+        if test_id not in wanted and strip_params(test_id) not in wanted:
+            continue
+        seen = {str(run.get(test_id, MISSING)) for run in head_runs}
+        message = " ".join((messages.get(test_id) or "").split())[:200]
+        if seen == {str(Outcome.SKIPPED)}:
+            out.append({"test": test_id, "reason": f"skipped: {message or 'no reason given'}"})
+        elif seen <= {str(Outcome.FAILED), str(Outcome.ERROR)} and _NETWORK.search(message):
+            out.append({"test": test_id, "reason": f"network: {message}"})
+    return out
 
 
 @dataclass(frozen=True)

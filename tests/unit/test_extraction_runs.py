@@ -11,7 +11,7 @@ import pytest
 
 from tasks_lib.core.constants import ExtractionStatus, Outcome, RunStatus
 from tasks_lib.curation import extraction
-from tasks_lib.engine import RunResult
+from tasks_lib.engine import RunResult, grading
 from tasks_lib.formats import playwright_report
 from tasks_lib.sources.record import load_source
 
@@ -144,11 +144,11 @@ def test_tests_that_cannot_run_here_are_in_neither_list_and_said(pr, tmp_path):
     back = extraction.ExtractionResult.from_row(result.to_row())
     assert back.cannot_run == result.cannot_run
     offline = "httpx.ConnectError: [Errno -3] Temporary failure in name resolution"
-    assert extraction.cannot_run_here([{two: F}] * 3, {two: offline}, {two}) == [
+    assert grading.cannot_run_here([{two: F}] * 3, {two: offline}, {two}) == [
         {"test": two, "reason": f"network: {offline}"}
     ]
-    assert extraction.cannot_run_here([{two: F}] * 3, {two: "AssertionError: 1 != 2"}, {two}) == []
-    assert extraction.cannot_run_here([{two: F}, {two: Outcome.SKIPPED}], {two: "skip: x"}, {two}) == []
+    assert grading.cannot_run_here([{two: F}] * 3, {two: "AssertionError: 1 != 2"}, {two}) == []
+    assert grading.cannot_run_here([{two: F}, {two: Outcome.SKIPPED}], {two: "skip: x"}, {two}) == []
 
 
 def test_a_test_the_test_patch_rewrites_is_fail_to_pass_when_its_file_has_no_base_outcome(tmp_path):
