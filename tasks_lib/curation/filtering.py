@@ -75,10 +75,13 @@ class PriorityWeights:
     moderate_size: float = 1.0
     moderate_min: int = 20
     moderate_max: int = 400
+    # Test files of both sides (a pytest test and a Playwright spec in one PR): the instances whose
+    # FAIL_TO_PASS can hold both runners. 0 globally; a source with a frontend side raises it.
+    both_runners: float = 0.0
 
     @property
     def total(self) -> float:
-        return self.tests + self.closing_issue + self.fullstack + self.moderate_size
+        return self.tests + self.closing_issue + self.fullstack + self.moderate_size + self.both_runners
 
 
 @dataclass(frozen=True)
@@ -290,14 +293,15 @@ def size_score(lines: int, rules: FilterRules) -> float:
 def priority_of(pr: PullRequest, source: SourceRecord, rules: FilterRules) -> float:
     """Weighted share of the wanted traits, in [0, 1]:
     (tests·has_test_changes + closing_issue·has_closing_issue + fullstack·is_fullstack
-     + moderate_size·size_score) / sum of the weights."""
+     + moderate_size·size_score + both_runners·has_test_files_of_both_sides) / sum of the weights."""
     w = rules.priority
-    has_tests = any(source.is_test_file(p) for p in pr.paths)
+    tests = [p for p in pr.paths if source.is_test_file(p)]
     score = (
-        w.tests * has_tests
+        w.tests * bool(tests)
         + w.closing_issue * bool(pr.closing_issues)
         + w.fullstack * (pr_stack_domain(pr, source) == StackDomain.FULLSTACK)
         + w.moderate_size * size_score(changed_lines(pr, source, rules), rules)
+        + w.both_runners * (source.stack_domain(tests) == StackDomain.FULLSTACK)
     )
     return round(score / w.total, 6)
 

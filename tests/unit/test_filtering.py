@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib.util
 import tomllib
 from datetime import UTC, datetime
@@ -223,6 +224,19 @@ def test_priority_formula(source, rules):
     assert filtering.priority_of(best, source, rules) == 1.0
     assert filtering.priority_of(small_backend, source, rules) == pytest.approx((3 + 0.5) / 8)
     assert filtering.priority_of(no_tests, source, rules) == 0.0
+
+
+def test_both_runners_weight_puts_prs_with_tests_on_both_sides_first(source, rules):
+    """`[priority] both_runners` (0 globally): a PR whose test files are on both sides (a pytest test and a
+    Playwright spec) outranks one of the same domain whose tests are on one side; the committed weights
+    leave every priority as it was."""
+    code = [("backend/app/a.py", 30, 0), ("frontend/src/a.tsx", 20, 0)]
+    both = make_pr(1, files=[*code, ("backend/tests/test_a.py", 9, 0), ("frontend/tests/a.spec.ts", 9, 0)])
+    one = make_pr(2, files=[*code, ("backend/tests/test_a.py", 9, 0)])
+    assert filtering.priority_of(both, source, rules) == filtering.priority_of(one, source, rules) == 0.75
+    raised = dataclasses.replace(rules, priority=dataclasses.replace(rules.priority, both_runners=4.0))
+    assert filtering.priority_of(both, source, raised) == pytest.approx(10 / 12)
+    assert filtering.priority_of(one, source, raised) == pytest.approx(6 / 12)
 
 
 def test_kept_prs_are_ordered_by_priority(source, rules):
