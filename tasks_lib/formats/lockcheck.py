@@ -201,14 +201,21 @@ def _bun_lock(path: str, text: str, before: str | None) -> list[PatchProblem]:
 # ----------------------------------------------------------------------------- what may run build code
 
 
-def npm_install_scripts(lock_text: str | None) -> list[str]:
-    """Packages of a package-lock.json that have install scripts (npm records `hasInstallScript`)."""
+def npm_install_scripts(lock_text: str | None, *, optional: bool = False) -> list[str]:
+    """Packages of a package-lock.json that have install scripts (npm records `hasInstallScript`).
+
+    `optional=False`: those some install needs (one copy at least not marked `optional`); `optional=True`: those
+    only optional dependencies bring (every copy `optional`, e.g. `canvas` under jsdom, `fsevents`): npm itself
+    goes on without them when their script fails, and so does the image build."""
     if not lock_text:
         return []
     packages = (json.loads(lock_text).get("packages") or {}).items()
-    return sorted(
-        {key.rsplit("node_modules/", 1)[-1] for key, e in packages if key and e.get("hasInstallScript")}
-    )
+    scripted: dict[str, bool] = {}
+    for key, e in packages:
+        if key and e.get("hasInstallScript"):
+            name = key.rsplit("node_modules/", 1)[-1]
+            scripted[name] = scripted.get(name, True) and bool(e.get("optional"))
+    return sorted(name for name, only_optional in scripted.items() if only_optional == optional)
 
 
 def bun_trusted(manifest_text: str | None) -> list[str]:

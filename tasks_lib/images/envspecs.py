@@ -72,6 +72,8 @@ class EnvSpec:
     buildargs: tuple[tuple[str, str], ...] = ()
     # Packages whose build code the install may run (npm lifecycle scripts): those the base lock needed.
     allowed_scripts: tuple[str, ...] = ()
+    # Of those, the ones only optional dependencies bring: a failed script removes the package (npm's rule).
+    optional_scripts: tuple[str, ...] = ()
     # Debian packages installed (as root, from Debian's mirror) before the dependencies.
     system_packages: tuple[str, ...] = ()
 
@@ -90,6 +92,7 @@ class EnvSpec:
                 files["system-packages.txt"] = " ".join(self.system_packages).encode() + b"\n"
         else:
             files["allowed-scripts.txt"] = " ".join(self.allowed_scripts).encode() + b"\n"
+            files["optional-scripts.txt"] = " ".join(self.optional_scripts).encode() + b"\n"
         for rel, data in self.dependency_files:
             if data is not None:
                 files[f"deps/{rel}"] = data
@@ -355,18 +358,21 @@ def frontend_env_spec(
         files,
         args,
         _allowed_scripts(fe, base if base is not None else contents),
+        _allowed_scripts(fe, base if base is not None else contents, optional=True),
     )
 
 
-def _allowed_scripts(fe, files: Mapping[str, bytes | None]) -> tuple[str, ...]:
+def _allowed_scripts(fe, files: Mapping[str, bytes | None], optional: bool = False) -> tuple[str, ...]:
     text = lambda rel: (files.get(rel) or b"").decode("utf-8", "replace") or None  # noqa: E731
     if fe.package_manager == "npm":
         return tuple(
             n
             for rel in fe.lock_files
             if rel.endswith("package-lock.json")
-            for n in lockcheck.npm_install_scripts(text(rel))
+            for n in lockcheck.npm_install_scripts(text(rel), optional=optional)
         )
+    if optional:
+        return ()  # bun runs the scripts of `trustedDependencies` alone: none is optional by the lock
     return tuple(
         n
         for rel in fe.manifest_files

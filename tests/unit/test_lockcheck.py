@@ -180,6 +180,24 @@ def test_bun_lock_git_and_tarball_entries_are_refused():
     assert any("'x'" in m for m in _check("bun.lock", base, after))
 
 
+def test_install_scripts_only_optional_dependencies_bring_are_told_apart():
+    """A package every copy of which is an optional dependency (canvas under jsdom, fsevents) may fail its
+    script without failing the install (npm's rule); one copy a required dependency makes it required."""
+    lock = {
+        "packages": {
+            "": {},
+            "node_modules/canvas": {"hasInstallScript": True, "optional": True},
+            "node_modules/x/node_modules/canvas": {"hasInstallScript": True, "optional": True, "peer": True},
+            "node_modules/fsevents": {"hasInstallScript": True, "optional": True},
+            "node_modules/esbuild": {"hasInstallScript": True},
+            "node_modules/y/node_modules/esbuild": {"hasInstallScript": True, "optional": True},
+        }
+    }
+    text = json.dumps(lock)
+    assert lockcheck.npm_install_scripts(text) == ["esbuild"]
+    assert lockcheck.npm_install_scripts(text, optional=True) == ["canvas", "fsevents"]
+
+
 def test_what_may_run_build_code_comes_from_the_base_lock():
     """Rule: npm lifecycle scripts only for packages the base lock records with install scripts; Python source
     builds only for packages of the base uv.lock without a wheel for this Python and machine."""
@@ -192,6 +210,7 @@ def test_what_may_run_build_code_comes_from_the_base_lock():
         }
     }
     assert lockcheck.npm_install_scripts(json.dumps(lock)) == ["b", "esbuild"]
+    assert lockcheck.npm_install_scripts(json.dumps(lock), optional=True) == []
     uv = (
         UV_BASE.decode()
         + """
