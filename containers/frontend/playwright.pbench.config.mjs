@@ -74,9 +74,32 @@ function findRepoConfig() {
   return null;
 }
 
+// Playwright's own rule for a config file (its transform module's requireOrImport): an ES module (.mjs/.mts, or
+// a package with "type": "module") is imported; anything else is required through Playwright's Babel hook, which
+// turns `import` statements into require calls. A TypeScript config with `import` statements in a package
+// without "type": "module" (langflow's) only loads that way: Node's import() takes it for CommonJS source. The
+// module lives at `playwright/lib/transform/transform` (up to 1.5x) or under `transform` of the bundled
+// `playwright/lib/common` (later); without either, import() as before.
+function playwrightLoader() {
+  const req = createRequire(path.join(repoConfigDir, 'noop.js'));
+  for (const [subpath, pick] of [
+    ['playwright/lib/transform/transform', (m) => m.requireOrImport],
+    ['playwright/lib/common', (m) => m.transform && m.transform.requireOrImport],
+  ]) {
+    try {
+      const fn = pick(req(subpath));
+      if (typeof fn === 'function') return fn;
+    } catch {
+      // not this Playwright's layout
+    }
+  }
+  return null;
+}
+
 async function loadRepoConfig() {
   if (!repoConfig) return {};
-  const mod = await import(pathToFileURL(repoConfig).href);
+  const requireOrImport = playwrightLoader();
+  const mod = requireOrImport ? await requireOrImport(repoConfig) : await import(pathToFileURL(repoConfig).href);
   let config = mod.default ?? mod;
   // A CommonJS config transpiled to ESM can come back as { default: config }.
   if (config && typeof config === 'object' && 'default' in config && Object.keys(config).length === 1) {
