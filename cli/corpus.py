@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from cli.app import DATASET_HELP, DEFAULT_DATASET, app, console, live_bar, prefect
+from cli.app import app, console, dataset_option, live_bar, prefect
 from tasks_lib.core.errors import InputError
 
 
@@ -126,8 +126,9 @@ def _print_summaries(summaries: dict) -> None:
 
 @contextlib.contextmanager
 def _curation_progress(season: str):
-    """On a terminal, a live bar per source: PRs extracted of those planned, the last PR (status, F2P / P2P of
-    both sides) and the counts per status; elsewhere only the flow's own line per PR (never a bar in a log)."""
+    """On a terminal, a live bar per source from its plan on: PRs extracted of those planned, the last PR
+    (status, F2P / P2P of both sides) and the counts per status; elsewhere only the flow's own line per PR
+    (never a bar in a log)."""
     progress_bar = live_bar("{task.fields[last]}  {task.fields[counts]}", console)
     if progress_bar is None:
         yield lambda *_: None
@@ -142,6 +143,8 @@ def _curation_progress(season: str):
                 jobs[source_name] = bar.add_task(
                     escape(f"{season}/{source_name}"), total=total, last="", counts=""
                 )
+            if result is None:  # planned: the bar shows 0/N until the first PR is extracted
+                return
             last = (
                 f"#{result.number} {result.status} F2P {len(result.tests('fail_to_pass'))} "
                 f"P2P {len(result.tests('pass_to_pass'))}"
@@ -257,7 +260,7 @@ def _corpus(dataset: str) -> list:
 
 @app.command("list")
 def list_cmd(
-    dataset: str = typer.Option(DEFAULT_DATASET, help=DATASET_HELP),
+    dataset: str = dataset_option(),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per instance (JSON Lines)."),
 ):
     """The corpus, one line per instance."""
@@ -305,7 +308,7 @@ AGENT_FIELDS = (
 @app.command()
 def show(
     instance_id: str = typer.Argument(...),
-    dataset: str = typer.Option(DEFAULT_DATASET, help=DATASET_HELP),
+    dataset: str = dataset_option(),
     as_json: bool = typer.Option(False, "--json", help="Emit the agent packet as JSON."),
     with_hints: bool = typer.Option(
         False, "--with-hints", help="Add hints_text (the issue's comments before the fix's first commit)."
@@ -331,7 +334,7 @@ def show(
 
 @app.command()
 def export(
-    dataset: str = typer.Option(DEFAULT_DATASET, help=DATASET_HELP),
+    dataset: str = dataset_option(),
     fmt: str = typer.Option("swebench", "--format", help="Output format: swebench (flat SWE-bench records)."),
     out: Path = typer.Option(
         ..., help="A .jsonl or .parquet file, or a folder for a `datasets` save_to_disk copy."

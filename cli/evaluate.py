@@ -1,4 +1,4 @@
-"""Evaluation: score one patch, evaluate a model, report, the harness self-test, the demo."""
+"""Evaluation: score one patch, evaluate a model, the harness self-test, the demo."""
 
 from __future__ import annotations
 
@@ -9,20 +9,36 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from cli.app import DATASET_HELP, DEFAULT_DATASET, app, console, live_bar, prefect
+from cli.app import (
+    SpacedLists,
+    app,
+    console,
+    dataset_option,
+    ids_option,
+    live_bar,
+    max_workers_option,
+    prefect,
+)
 from cli.corpus import _instance, curate
 from tasks_lib.core.constants import ExitCode
 from tasks_lib.core.errors import InputError
 
 NO_CACHE_HELP = "Score again, ignoring the verdicts cached for the same content (the fresh ones are cached)."
+RUN_TIMEOUT_HELP = (
+    "Wall-clock budget of the whole run, in seconds: once spent, no further instance starts (those running "
+    "finish); the others are written to unfinished.json and the command exits 2; rerunning it scores them. "
+    "Each instance's own budget is its source's timeout_s per side."
+)
 
 
 @app.command()
 def score(
     instance_id: str = typer.Argument(...),
     patch: str = typer.Option(..., help="A unified diff file, or the specials 'gold' / 'empty'."),
-    out: Path | None = typer.Option(None, help="Folder for verdict.json and the trace."),
-    dataset: str = typer.Option(DEFAULT_DATASET, help=DATASET_HELP),
+    out: Path | None = typer.Option(
+        None, help="Folder for verdict.json and the trace (default: data/scores/<id>-<patch hash>)."
+    ),
+    dataset: str = dataset_option(),
     source: str | None = typer.Option(None, help="Source record (default: by the instance's repo)."),
     mirror: Path | None = typer.Option(None, help="Local mirror of the source repository."),
     as_json: bool = typer.Option(False, "--json", help="Print the verdict as JSON (same exit codes)."),
@@ -46,7 +62,8 @@ def score(
     prediction = Prediction(instance_id, "cli", text, fmt)
     src = corpus.source_for(inst, source)
     repo = evaluation.repo_for(src, mirror, needs=(inst.base_commit,))
-    out = out or paths.runs_dir() / "score" / f"{instance_id}-{prediction.patch_sha256[:12]}"
+    # Beside data/runs/, never in it: a folder there is a run (`pbench report data/runs/*/`, `--run-id`).
+    out = out or paths.scores_dir() / f"{instance_id}-{prediction.patch_sha256[:12]}"
     cache = evaluation.VerdictCache(refresh=no_cache)
     verdict = evaluation.score_instance(inst, prediction, src, repo, out / "logs", cache=cache)
     out.mkdir(parents=True, exist_ok=True)
@@ -81,12 +98,52 @@ def _evaluate(
     dask_address=None,
     dask_workers=None,
     no_cache=False,
+    run_timeout=None,
 ) -> dict:
+    from tasks_lib.judge import run_state
+
+    if run_timeout is not None and dask_address:
+        raise InputError(
+            "--run-timeout: not with --dask-address (every instance goes to the cluster at once, so none "
+            "would be held back); use --dask-workers N or the threads of --max-workers"
+        )
+    budget = run_state.Budget(run_timeout)  # the whole command's: planning and Prefect's start count too
+    plan = _plan(
+        dataset, predictions, model, model_cutoff, run_id, ids, domains, tiers, source, mirror, no_cache
+    )
+    report = _answered_from_cache(plan)
+    if report is not None:
+        return report
+    prefect()
+    from flows import evaluation as eval_flow
+    from tasks_lib.core import progress
+
+    with _verdict_progress(model, len(plan.instances)) as on_verdict:
+        progress.CALLBACKS.append(on_verdict)
+        try:
+            return eval_flow.run_evaluation(
+                max_workers=max_workers,
+                dask_address=dask_address,
+                dask_workers=dask_workers,
+                dataset=dataset,
+                predictions=predictions,
+                model=model,
+                model_cutoff=model_cutoff,
+                run_id=plan.run_id,
+                planned=str(plan.out_dir),  # planned once, above: the flow loads it
+                run_timeout=budget.seconds,
+                run_started=budget.started,
+            )
+        finally:
+            progress.CALLBACKS.remove(on_verdict)
+
+
+def _plan(dataset, predictions, model, model_cutoff, run_id, ids, domains, tiers, source, mirror, no_cache):
+    """Bad input (corpus, predictions, model, cutoff, run folder) is refused before Prefect starts: inside a
+    flow run the refusal would come after a server start-up, logged with a traceback."""
     from tasks_lib.judge import runs
     from tasks_lib.sources import repos
 
-    # Bad input (corpus, predictions, model, cutoff, run folder) is refused before Prefect starts: inside
-    # a flow run the refusal would come after a server start-up, logged with a traceback.
     plan = runs.plan_run(
         dataset,
         predictions,
@@ -100,29 +157,13 @@ def _evaluate(
         mirror=repos.parse_mirrors(mirror or ()),
         no_cache=no_cache,
     )
-    report = _answered_from_cache(plan)
-    if report is not None:
-        return report
-    prefect()
-    from flows import evaluation as eval_flow
-    from tasks_lib.core import progress
-
-    with _verdict_progress(model) as on_verdict:
-        progress.CALLBACKS.append(on_verdict)
-        try:
-            return eval_flow.run_evaluation(
-                max_workers=max_workers,
-                dask_address=dask_address,
-                dask_workers=dask_workers,
-                dataset=dataset,
-                predictions=predictions,
-                model=model,
-                model_cutoff=model_cutoff,
-                run_id=plan.run_id,
-                planned=str(plan.out_dir),  # planned once, above: the flow loads it
-            )
-        finally:
-            progress.CALLBACKS.remove(on_verdict)
+    if plan.outside_selection:
+        console.print(
+            f"{plan.outside_selection} prediction(s) of instances outside the selection: counted, not scored "
+            "(run.json: predictions_outside_selection)",
+            highlight=False,
+        )
+    return plan
 
 
 def _answered_from_cache(plan) -> dict | None:
@@ -146,18 +187,19 @@ def _answered_from_cache(plan) -> dict | None:
 
 
 @contextlib.contextmanager
-def _verdict_progress(model: str):
-    """A live bar on a terminal; elsewhere (CI logs, pipes) nothing more than the flow's own line per verdict."""
+def _verdict_progress(model: str, total: int, out=None):
+    """A live bar on a terminal, its total the plan's from the start; elsewhere (CI logs, pipes) nothing more
+    than the flow's own line per verdict."""
 
     def counts_text(counts) -> str:
         return f"resolved {counts['resolved']} · failed {counts['failed']} · errored {counts['errored']}"
 
-    progress_bar = live_bar("{task.fields[counts]}", console)
+    progress_bar = live_bar("{task.fields[counts]}", out or console)
     if progress_bar is None:
         yield lambda *_: None
         return
     with progress_bar as bar:
-        job = bar.add_task(escape(model), total=None, counts="")
+        job = bar.add_task(escape(model), total=total, counts="")
 
         def on_bar(v, counts, total):
             bar.update(job, total=total, advance=1, counts=counts_text(counts))
@@ -165,15 +207,28 @@ def _verdict_progress(model: str):
         yield on_bar
 
 
-@app.command()
+@app.command(cls=SpacedLists)
 def evaluate(
-    predictions: str = typer.Option(..., help="Predictions file (JSONL/JSON), or 'gold' / 'empty'."),
+    predictions: str = typer.Option(
+        ...,
+        "--predictions",
+        "-p",
+        "--predictions_path",
+        help="Predictions file (JSONL/JSON), or 'gold' / 'empty'. It may hold instances outside the "
+        "selection: they are counted, not scored.",
+    ),
     model: str = typer.Option(..., help="Model id (stored with the run)."),
     model_cutoff: str = typer.Option(..., help="The model's disclosed training cutoff, YYYY-MM-DD."),
-    run_id: str | None = typer.Option(None, help="Run folder name (default: model + predictions hash)."),
-    max_workers: int = typer.Option(2, min=1, help="Instances scored in parallel."),
-    dataset: str = typer.Option(DEFAULT_DATASET, help=DATASET_HELP),
-    ids: list[str] = typer.Option([], "--id", help="Only these instance ids."),
+    run_id: str | None = typer.Option(
+        None,
+        "--run-id",
+        "-id",
+        "--run_id",
+        help="Run folder name (default: model + predictions hash).",
+    ),
+    max_workers: int = max_workers_option(),
+    dataset: str = dataset_option(),
+    ids: list[str] = ids_option(),
     domain: list[str] = typer.Option([], help="Only these stack domains."),
     tier: list[str] = typer.Option([], help="Only these contamination tiers."),
     source: str | None = typer.Option(None, help="Source record (default: by each instance's repo)."),
@@ -187,81 +242,44 @@ def evaluate(
     dask_workers: int | None = typer.Option(
         None, help="Run the fan-out on a local Dask cluster of N workers."
     ),
+    run_timeout: float | None = typer.Option(None, "--run-timeout", min=0, help=RUN_TIMEOUT_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print report.json instead of the text table."),
     no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
 ):
-    """Evaluate one model's predictions: data/runs/<run_id>/ with Parquet results and a report."""
+    """Evaluate one model's predictions: data/runs/<run_id>/ with Parquet results and a report. Exit 0 when
+    the run is written (whatever it resolved), 2 when it could not run or its budget left instances unscored."""
     report = _evaluate(
-        dataset,
-        predictions,
-        model,
-        model_cutoff,
-        run_id,
-        max_workers,
-        ids,
-        domain,
-        tier,
-        source,
-        mirror,
-        dask_address=dask_address,
-        dask_workers=dask_workers,
-        no_cache=no_cache,
-    )
+        dataset, predictions, model, model_cutoff, run_id, max_workers, ids, domain, tier, source, mirror,
+        dask_address=dask_address, dask_workers=dask_workers, no_cache=no_cache, run_timeout=run_timeout,
+    )  # fmt: skip
+    if "unfinished_ids" in report:
+        _unfinished(report, as_json)
     if as_json:
         typer.echo(json.dumps(report, indent=2, default=str))
         return
     typer.echo((Path(report["out_dir"]) / "report.txt").read_text())
 
 
-@app.command()
-def report(
-    run_dirs: list[Path] = typer.Argument(..., help="Run folders (data/runs/<run_id>)."),
-    as_json: bool = typer.Option(False, "--json", help="Each run's report.json, as one JSON list."),
-    chart: Path | None = typer.Option(None, "--chart", help="Write rates.png and grid.png into this folder."),
-    html_dir: Path | None = typer.Option(
-        None, "--html", help="Write a static leaderboard page into this folder."
-    ),
-):
-    """Aggregate one or many runs into a leaderboard: models x domains x tiers, failures by kind."""
-    from tasks_lib.judge import reporting
-
-    if chart or html_dir:
-        from tasks_lib.judge import leaderboard
-
-        df = reporting.load_results(run_dirs)
-        for path in leaderboard.write_charts(df, chart) if chart else []:
-            console.print(f"chart: {path}", highlight=False)
-        if html_dir:
-            console.print(f"leaderboard page: {leaderboard.write_html(df, html_dir)}", highlight=False)
+def _unfinished(left: dict, as_json: bool) -> None:
+    """A run its budget cut short: what was scored, what was not, how to finish it; exit 2 (no report)."""
     if as_json:
-        typer.echo(json.dumps(reporting.run_reports(run_dirs), indent=2, default=str))
-        return
-    typer.echo(reporting.leaderboard(run_dirs))
+        typer.echo(json.dumps(left, indent=2, default=str))
+    ids = left["unfinished_ids"]
+    console.print(
+        f"[yellow]unfinished[/yellow]: {escape(left['reason'])}; {left['scored']} of {left['total']} instance(s) "
+        f"scored, {len(ids)} never started ({escape(', '.join(ids[:5]))}{', ...' if len(ids) > 5 else ''}), "
+        f"recorded in {escape(str(Path(left['out_dir']) / 'unfinished.json'))}. No report yet: rerun the same "
+        "command to score them (the scored ones come back from the verdict cache, without a container)",
+        highlight=False,
+    )
+    raise typer.Exit(ExitCode.HARNESS_ERROR)
 
 
-@app.command()
-def compare(
-    run_a: Path = typer.Argument(..., help="The first run folder (data/runs/<run_id>): the baseline."),
-    run_b: Path = typer.Argument(..., help="The second run folder, over the same selection."),
-    as_json: bool = typer.Option(False, "--json", help="The comparison as JSON."),
-):
-    """Two runs of one selection, instance by instance: the flips each way, McNemar's exact test and a
-    bootstrap interval of the score difference, each score with its 95 % interval."""
-    from tasks_lib.judge import compare as comparing
-
-    name_a, a = comparing.read_run(run_a)
-    name_b, b = comparing.read_run(run_b)
-    if name_a == name_b:
-        name_a, name_b = str(run_a), str(run_b)
-    result = comparing.compare(a, b, (name_a, name_b))
-    typer.echo(json.dumps(result, indent=2) if as_json else comparing.text(result))
-
-
-@app.command()
+@app.command(cls=SpacedLists)
 def validate(
-    dataset: str = typer.Option(DEFAULT_DATASET, help=DATASET_HELP),
-    max_workers: int = typer.Option(2, min=1),
-    ids: list[str] = typer.Option([], "--id", help="Only these instance ids."),
+    dataset: str = dataset_option(),
+    max_workers: int = max_workers_option(),
+    ids: list[str] = ids_option(),
     domain: list[str] = typer.Option([], help="Only these stack domains."),
     tier: list[str] = typer.Option([], help="Only these contamination tiers."),
     repo: list[str] = typer.Option([], help="Only the instances of these repositories (owner/name)."),
@@ -272,10 +290,12 @@ def validate(
     ),
     no_cache: bool = typer.Option(False, "--no-cache", help=NO_CACHE_HELP),
 ):
-    """Harness self-test: `gold` must resolve every instance and `empty` none. Exit 1 on any exception."""
+    """Harness self-test: `gold` must resolve every instance and `empty` none. Exit 0 when both hold, 1 when an
+    instance breaks either (each named with its trace), 2 when the harness could not run (bad input,
+    infrastructure)."""
     if repo:
         ids = [*ids, *_ids_of_repos(dataset, repo)]
-    problems = []
+    problems, harness_errors = [], 0
     for special, want in (("gold", True), ("empty", False)):
         rep = _evaluate(
             dataset,
@@ -293,12 +313,14 @@ def validate(
         )
         out = Path(rep["out_dir"])
         typer.echo((out / "report.txt").read_text())
+        harness_errors += len(rep["error_ids"])
         for iid, status in rep["instances"].items():
             if (status == "resolved") != want:
                 problems.append(f"{special}: {iid} is {status} (trace: {out / 'logs' / iid})")
     if problems:
         console.print("[red]self-test failed[/red]:\n  " + "\n  ".join(problems), highlight=False)
-        raise typer.Exit(1)
+        # An instance the harness could not grade says nothing about the self-test's rule: exit 2, not 1.
+        raise typer.Exit(ExitCode.HARNESS_ERROR if harness_errors else ExitCode.NOT_RESOLVED)
     console.print("[green]self-test passed[/green]: gold resolves every instance, empty none")
 
 

@@ -7,6 +7,7 @@ could not run (bad input, infrastructure). Never 0 on an error.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -15,7 +16,7 @@ import sys
 import typer
 from rich.markup import escape
 
-from cli import corpus, evaluate, ops  # noqa: F401  (their commands register on the app)
+from cli import corpus, evaluate, ops, report  # noqa: F401  (their commands register on the app)
 from cli.app import app, console
 from tasks_lib.core.constants import ExitCode
 from tasks_lib.core.errors import InputError, PbenchError
@@ -40,12 +41,25 @@ def main() -> None:
     # `--debug` anywhere on the line (or PBENCH_DEBUG=1): an unexpected error shows its traceback.
     debug = "--debug" in sys.argv[1:] or os.environ.get("PBENCH_DEBUG") == "1"
     args = [a for a in sys.argv[1:] if a != "--debug"]
+    stdout = sys.stdout
     try:
         rc = app(args=args, standalone_mode=False)
+    except SystemExit:
+        if sys.stdout is not stdout:
+            # typer's answer to a reader that closed its end (`pbench list | head -1`): stdout swapped for a
+            # quiet wrapper, exit 1. Not "not resolved": the reader had what it wanted.
+            sys.exit(0)
+        raise
+    except BrokenPipeError:
+        _quiet_stdout()
+        sys.exit(0)
     except typer.Exit as exc:
         rc = exc.exit_code
-    except (typer.BadParameter, typer.Abort) as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
+    except typer.BadParameter as exc:
+        console.print(f"[red]error:[/red] {escape(_bad_parameter(exc))}", highlight=False)
+        sys.exit(ExitCode.HARNESS_ERROR)
+    except typer.Abort as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc) or 'aborted')}", highlight=False)
         sys.exit(ExitCode.HARNESS_ERROR)
     except InputError as exc:
         _print_error(exc)
@@ -72,6 +86,27 @@ def main() -> None:
         )
         sys.exit(ExitCode.HARNESS_ERROR)
     sys.exit(rc or 0)
+
+
+def _bad_parameter(exc: typer.BadParameter) -> str:
+    """A refused value named by its flag as typed in the docs (`--max-workers: ...`, `--model-cutoff is
+    required`), never by the Python parameter (`model_cutoff`) or without a name."""
+    param = getattr(exc, "param", None)
+    if param is None:
+        return str(exc)
+    flags = [o for o in getattr(param, "opts", ()) if o.startswith("-")]
+    name = flags[0] if flags else str(param.name).upper()  # an argument: its name as the usage line shows it
+    if type(exc).__name__ == "MissingParameter":  # click's class, or the copy typer ships
+        help_text = (getattr(param, "help", None) or "").rstrip(".")
+        return f"{name} is required" + (f" ({help_text[:1].lower()}{help_text[1:]})" if help_text else "")
+    return f"{name}: {exc.message}"
+
+
+def _quiet_stdout() -> None:
+    """The reader of stdout is gone: what is still buffered goes nowhere, not into a second error at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 def _print_error(exc: PbenchError) -> None:

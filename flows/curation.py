@@ -254,6 +254,7 @@ def _extract_all(
             spec.collection_errors,
         )
 
+    progress.notify_curation(source_name, None, {}, len(jobs))  # planned: a bar shows 0/N before the first PR
     written = time.monotonic()
     for i, (job, fut) in enumerate(windowed(jobs, submit, concurrency), start=1):
         try:

@@ -16,7 +16,7 @@ from prefect.cache_policies import NONE
 from flows import artifacts
 from flows.runners import lean_thread_pool, task_runner, windowed, without_heartbeats
 from tasks_lib.core import progress, stopping
-from tasks_lib.judge import evaluation, runs
+from tasks_lib.judge import evaluation, run_state, runs
 
 
 @task(cache_policy=NONE, task_run_name="score {instance_id}")
@@ -43,28 +43,23 @@ def evaluate_model(
     max_workers: int = 2,
     no_cache: bool = False,
     planned: str | None = None,
+    run_timeout: float | None = None,
+    run_started: float | None = None,
 ) -> dict:
     """`max_workers` instances at once (each holds one Docker stack), whatever task runner the flow was
     started with: a deployment run scores as the CLI does. `no_cache`: score every instance again, ignoring
     the verdicts cached for the same content (the fresh ones are still cached). `planned`: the folder of a
-    run `pbench evaluate` has planned (`runs.load_plan`); the other inputs then only name it."""
+    run `pbench evaluate` has planned (`runs.load_plan`); the other inputs then only name it. `run_timeout`:
+    the run's budget in seconds from `run_started` (POSIX time; default: the flow's start), `run_state.Budget`."""
     stopping.chain_sigterm()  # SIGTERM reaches the worker threads too: a stop within seconds
+    budget = run_state.Budget(run_timeout, run_started)
     if planned:
         plan = runs.load_plan(planned)
     else:  # a deployment run: planned here, once
         plan = runs.plan_run(
-            dataset,
-            predictions,
-            model,
-            model_cutoff,
-            run_id,
-            ids or (),
-            domains or (),
-            tiers or (),
-            source,
-            mirror,
-            no_cache=no_cache,
-        )
+            dataset, predictions, model, model_cutoff, run_id, ids or (), domains or (), tiers or (), source,
+            mirror, no_cache=no_cache,
+        )  # fmt: skip
     skipped = runs.missing(plan)
     todo = runs.schedule(plan)  # longest expected first
     by_id = {i.instance_id: i for i in plan.instances}
@@ -85,14 +80,25 @@ def evaluate_model(
     for instance in skipped:  # no container: unresolved, in the denominator
         record(runs.no_prediction(instance))
     for instance_id, fut in windowed(
-        todo, lambda instance_id: score.submit(plan.jobs[instance_id], instance_id), max_workers
+        budget.admit(todo), lambda instance_id: score.submit(plan.jobs[instance_id], instance_id), max_workers
     ):
         fut.result()  # raises what the task raised
         record(runs.unspill(runs.verdict_path(plan, instance_id)))
+    if budget.left:
+        return _unfinished(plan, writer, budget)
     report = runs.finish_writer(writer, plan)
     _publish(plan, report)
     report["out_dir"] = str(plan.out_dir)
     return report
+
+
+def _unfinished(plan: runs.RunPlan, writer, budget: run_state.Budget) -> dict:
+    """A run its budget cut short: no tables, no report; the instances never started in unfinished.json."""
+    writer.abandon()
+    total = len(plan.instances)
+    left = run_state.write_unfinished(plan.out_dir, plan.run_id, total, budget.left, budget.reason())
+    print(f"{budget.reason()}: {len(budget.left)} of {total} instance(s) never started ({plan.out_dir})")
+    return {**left, "out_dir": str(plan.out_dir)}
 
 
 def _publish(plan: runs.RunPlan, report: dict) -> None:

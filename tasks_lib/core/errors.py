@@ -39,3 +39,12 @@ class ImageBuildError(PbenchError):
 
 class InfraError(PbenchError):
     """The Docker engine or the host failed (not the patch, not the tests)."""
+
+
+def json_problem(exc: ValueError) -> str:
+    """What a `json.JSONDecodeError` says, with its position: "Expecting ',' delimiter at column 20",
+    "Unterminated string starting at column 17" (its own message may end in "at", waiting for the column)."""
+    msg, column = getattr(exc, "msg", str(exc)), getattr(exc, "colno", None)
+    if column is None:
+        return msg
+    return f"{msg} column {column}" if msg.endswith(" at") else f"{msg} at column {column}"

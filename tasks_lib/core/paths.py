@@ -36,5 +36,10 @@ def runs_dir() -> Path:
     return output_dir() / "runs"
 
 
+def scores_dir() -> Path:
+    """`pbench score`'s outputs: one folder per instance and patch, beside runs_dir() (never a run)."""
+    return output_dir() / "scores"
+
+
 def containers_dir() -> Path:
     return PROJECT_ROOT / "containers"

@@ -14,7 +14,8 @@ def notify(*args) -> None:
         callback(*args)
 
 
-# Curation's listeners: called with (source name, PR result, status counts so far, PRs to extract).
+# Curation's listeners: called with (source name, PR result, status counts so far, PRs to extract); once per
+# source with no result when its extractions are planned, before the first.
 CURATION: list = []
 
 

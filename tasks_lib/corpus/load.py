@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from tasks_lib.core import paths
-from tasks_lib.core.errors import InputError
+from tasks_lib.core.errors import InputError, json_problem
 from tasks_lib.corpus.instance import TaskInstance
 from tasks_lib.sources.record import SourceRecord, available_sources, load_source
 
@@ -22,7 +22,7 @@ def _parse_line(path: Path, n: int, line: str) -> dict:
     try:
         return json.loads(line)
     except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: line {n}: not JSON ({exc.msg})") from None
+        raise InputError(f"{path}: line {n}: not JSON ({json_problem(exc)})") from None
 
 
 def load_corpus(spec: str | Path) -> list[TaskInstance]:
@@ -40,7 +40,7 @@ def load_corpus(spec: str | Path) -> list[TaskInstance]:
         try:
             data = json.loads(path.read_text())
         except json.JSONDecodeError as exc:
-            raise InputError(f"{path}: not JSON ({exc.msg})") from None
+            raise InputError(f"{path}: line {exc.lineno}: not JSON ({json_problem(exc)})") from None
         rows = data if isinstance(data, list) else [data]
     elif path.suffix == ".parquet":
         import pandas as pd
@@ -132,7 +132,7 @@ def select(
         known = {i.instance_id for i in instances}
         unknown = [i for i in ids if i not in known]
         if unknown:
-            raise InputError(f"--ids: unknown instance ids {unknown}")
+            raise InputError(f"--id {' '.join(unknown)}: not in the corpus (of {len(known)} instances)")
         instances = [i for i in instances if i.instance_id in set(ids)]
     if domains:
         instances = [i for i in instances if i.stack_domain in domains]

@@ -15,7 +15,9 @@ unknown or a duplicate instance id. What does not: a patch that is not a valid d
 writes outside the repository or edits tests. Those are per-instance verdicts (`patch_invalid`,
 `patch_touches_tests`) from `prediction_problems`, so one bad answer never sinks a run. Extra keys
 in an entry are ignored; `model_patch: null` (an agent that produced nothing) reads as "".
-Instances without a prediction are simply absent from the result.
+Instances without a prediction are simply absent from the result. A full predictions file may meet a
+selection of the corpus (`--id`, `--domain`, `--tier`): `load_selected` counts the entries of instances
+outside the selection, never converts them, and refuses only the ids the corpus does not hold.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from tasks_lib.core.errors import InputError
+from tasks_lib.core.errors import InputError, json_problem
 from tasks_lib.formats.patches import PatchProblem, TestFileRules, files_to_diff, patch_bytes, validate_patch
 
 FilesReader = Callable[[str], Callable[[str], str | None]]
@@ -109,9 +111,7 @@ def _json_lines(path: str, text: str) -> list[_Entry]:
         try:
             entries.append(_Entry(f"line {number}", json.loads(line)))
         except json.JSONDecodeError as exc:
-            raise PredictionsError(
-                path, f"line {number}", f"not JSON ({exc.msg} at column {exc.colno})"
-            ) from None
+            raise PredictionsError(path, f"line {number}", f"not JSON ({json_problem(exc)})") from None
         except RecursionError:
             raise PredictionsError(path, f"line {number}", "JSON nested too deeply") from None
     return entries
@@ -241,22 +241,44 @@ def load_predictions(
     shapes and for what fails the load). `files_reader(instance_id)` returns a reader of base
     files for that instance; `default_model` fills a missing `model_name_or_path`, and with
     `require_model` every given `model_name_or_path` must equal it (one run is one model)."""
+    predictions, _ = load_selected(
+        path_or_special,
+        instance_ids,
+        gold_patches=gold_patches,
+        files_reader=files_reader,
+        default_model=default_model,
+        require_model=require_model,
+    )
+    return predictions
+
+
+def load_selected(
+    path_or_special: str | Path,
+    instance_ids: list[str],
+    others: Iterable[str] = (),
+    *,
+    gold_patches: dict[str, str] | None = None,
+    files_reader: FilesReader | None = None,
+    default_model: str | None = None,
+    require_model: bool = False,
+) -> tuple[list[Prediction], list[str]]:
+    """`load_predictions` of a selection of a corpus: `instance_ids` are the selected instances, `others` the
+    rest of the corpus. An entry of an instance in `others` is counted, checked as an entry (an object with
+    an id, never twice) and left out, never converted (a `files` entry of it needs no checkout); an id in
+    neither is refused. Returns the selection's predictions and the ids of the others' entries, in file order."""
     name = str(path_or_special)
     if name in SPECIALS:
-        return _specials(name, instance_ids, gold_patches)
-    path = Path(path_or_special)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PredictionsError(name, None, "does not exist") from None
-    except IsADirectoryError:
-        raise PredictionsError(name, None, "is a directory, not a predictions file") from None
-    except UnicodeDecodeError as exc:
-        raise PredictionsError(name, None, f"is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    known = set(instance_ids)
+        return _specials(name, instance_ids, gold_patches), []
+    text = _read_text(name, Path(path_or_special))
+    known, outside = set(instance_ids), set(others) - set(instance_ids)
     seen: dict[str, str] = {}
     by_id: dict[str, Prediction] = {}
+    left_out: list[str] = []
     for entry in _read_entries(name, text):
+        if isinstance(entry.data, dict) and (iid := _instance_id(name, entry)) in outside:
+            _first_time(name, entry, iid, seen)
+            left_out.append(iid)
+            continue
         prediction = _prediction(name, entry, default_model, files_reader)
         iid = prediction.instance_id
         if require_model and default_model is not None and prediction.model_name_or_path != default_model:
@@ -268,15 +290,33 @@ def load_predictions(
                 instance_id=iid,
             )
         if iid not in known:
-            raise PredictionsError(name, entry.where, f"unknown instance id {iid!r}", instance_id=iid)
-        if iid in seen:
+            where = "the corpus" if outside else "the instances to score"
             raise PredictionsError(
-                name, entry.where, f"duplicate instance id {iid!r} (first at {seen[iid]})", instance_id=iid
+                name, entry.where, f"unknown instance id {iid!r} (not in {where})", instance_id=iid
             )
-        seen[iid] = entry.where
+        _first_time(name, entry, iid, seen)
         by_id[iid] = prediction
     order = {iid: i for i, iid in enumerate(dict.fromkeys(instance_ids))}
-    return sorted(by_id.values(), key=lambda p: order[p.instance_id])
+    return sorted(by_id.values(), key=lambda p: order[p.instance_id]), left_out
+
+
+def _read_text(name: str, path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PredictionsError(name, None, "does not exist") from None
+    except IsADirectoryError:
+        raise PredictionsError(name, None, "is a directory, not a predictions file") from None
+    except UnicodeDecodeError as exc:
+        raise PredictionsError(name, None, f"is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _first_time(name: str, entry: _Entry, iid: str, seen: dict[str, str]) -> None:
+    if iid in seen:
+        raise PredictionsError(
+            name, entry.where, f"duplicate instance id {iid!r} (first at {seen[iid]})", instance_id=iid
+        )
+    seen[iid] = entry.where
 
 
 def prediction_problems(

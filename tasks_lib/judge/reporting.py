@@ -71,6 +71,10 @@ TESTS_SCHEMA = pa.schema(
 )
 
 
+# report.json's layout (SWE-bench 5.x writes 2 for its own): bumped when a field changes meaning or goes away.
+REPORT_SCHEMA_VERSION = 1
+
+
 def _ts(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
@@ -193,6 +197,7 @@ def build_report(rows: Sequence[dict], meta: dict) -> dict:
         }
 
     return {
+        "schema_version": REPORT_SCHEMA_VERSION,
         **meta,
         "total": len(rows),
         "resolved": resolved,
@@ -305,6 +310,15 @@ class RunWriter:
         ordered = keyed.sort_by([("_rank", "ascending"), ("_seq", "ascending")])
         return ordered.drop_columns(["_rank", "_seq"])
 
+    def abandon(self) -> None:
+        """The part files closed and removed: a run stopped before its end has no tables (a rerun writes them)."""
+        for name in self._tables:
+            writer = self._writers.pop(name, None)
+            if writer is not None:
+                writer.close()
+            self._part(name).unlink(missing_ok=True)
+            self._buffers[name] = []
+
     def finish(self, meta: dict) -> dict:
         tables = {name: self._final(name) for name in self._tables}
         for name, table in tables.items():
@@ -331,7 +345,7 @@ def write_run_outputs(out_dir: Path, rows: list[dict], tests: list[dict], meta: 
 
 def run_reports(run_dirs: Iterable[Path]) -> list[dict]:
     """Each run folder's report.json (refused, naming the folder, when it is not a run)."""
-    from tasks_lib.core.errors import InputError
+    from tasks_lib.core.errors import InputError, json_problem
 
     out = []
     for d in run_dirs:
@@ -341,7 +355,7 @@ def run_reports(run_dirs: Iterable[Path]) -> list[dict]:
         try:
             out.append(json.loads(p.read_text()))
         except json.JSONDecodeError as exc:
-            raise InputError(f"{p}: not JSON ({exc.msg})") from None
+            raise InputError(f"{p}: line {exc.lineno}: not JSON ({json_problem(exc)})") from None
     return out
 
 

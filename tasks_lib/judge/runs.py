@@ -22,10 +22,9 @@ from tasks_lib.corpus.instance import TaskInstance
 from tasks_lib.judge import evaluation
 from tasks_lib.judge.evaluation import Verdict
 from tasks_lib.judge.predictions import Prediction
+from tasks_lib.judge.run_state import JOBS_FILE, VERDICT_FILE, claim_folder, write_meta
 from tasks_lib.sources import gitops, repos
 from tasks_lib.sources.record import SourceRecord
-
-JOBS_FILE = "scoring-jobs.jsonl"
 
 
 @dataclass(frozen=True)
@@ -58,6 +57,8 @@ class RunPlan:
     no_cache: bool = False
     # One per instance with a prediction, in the plan's order (`ScoringJob`).
     jobs: dict[str, ScoringJob] = field(default_factory=dict)
+    # Entries of the predictions for instances of the corpus outside the selection: counted, not scored.
+    outside_selection: int = 0
 
 
 def plan_run(
@@ -79,13 +80,16 @@ def plan_run(
     from tasks_lib.judge import predictions
 
     cutoff = _model_and_cutoff(model, model_cutoff)
-    instances = corpus.select(corpus.load_corpus(dataset), ids, domains, tiers)
+    everything = corpus.load_corpus(dataset)
+    instances = corpus.select(everything, ids, domains, tiers)
     if not instances:
         raise InputError(f"{dataset}: no instances selected")
     checkouts = _Checkouts(instances, source, mirror)
-    preds = predictions.load_predictions(
+    # A full predictions file meets a selection (SWE-bench's habit): the others' entries counted, not scored.
+    preds, outside = predictions.load_selected(
         predictions_path,
         list(checkouts.by_id),
+        [i.instance_id for i in everything],
         default_model=model,
         gold_patches={iid: i.patch for iid, i in checkouts.by_id.items()},
         files_reader=checkouts.files_reader,
@@ -94,9 +98,7 @@ def plan_run(
     pred_by_id = {p.instance_id: p for p in preds}
     # Every selected instance stays in the run: one without a prediction is `no_prediction` (unresolved), so
     # the score is resolved / selected, whatever the model chose to skip.
-    fingerprint = hashlib.sha256(
-        "\0".join(f"{i}:{pred_by_id[i].patch_sha256}" for i in sorted(pred_by_id)).encode()
-    ).hexdigest()[:12]
+    fingerprint = _fingerprint(pred_by_id)
     run_id = run_id or f"{_slug(model)}-{fingerprint}"
     meta = {
         "run_id": run_id,
@@ -105,17 +107,19 @@ def plan_run(
         "dataset": str(dataset),
         "predictions": str(predictions_path),
         "predictions_fingerprint": fingerprint,
+        "predictions_outside_selection": len(outside),
         "harness_version": HARNESS_VERSION,
         "judge_version": JUDGE_VERSION,
     }
-    out_dir = _run_folder(run_id, meta)
+    out_dir = claim_folder(paths.runs_dir() / run_id, meta)
     jobs = {
         iid: ScoringJob(i, pred_by_id[iid], checkouts.sources[iid], checkouts.clone(iid), out_dir / "logs" / iid, no_cache)
         for iid, i in checkouts.by_id.items()
         if iid in pred_by_id
     }  # fmt: skip
-    plan = RunPlan(run_id, model, str(cutoff), out_dir, instances, pred_by_id, no_cache, jobs)
-    write_plan(plan)
+    plan = RunPlan(run_id, model, str(cutoff), out_dir, instances, pred_by_id, no_cache, jobs, len(outside))
+    write_plan(plan)  # only now, every input resolved: a refusal above leaves nothing to squat the run id
+    write_meta(out_dir, meta)
     return plan
 
 
@@ -175,6 +179,7 @@ def write_plan(plan: RunPlan) -> Path:
                 "no_cache": plan.no_cache,
             }
         )
+    plan.out_dir.mkdir(parents=True, exist_ok=True)
     path = plan.out_dir / JOBS_FILE
     tmp = path.with_name(f".{JOBS_FILE}.{os.getpid()}")
     tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -206,7 +211,7 @@ def load_plan(out_dir: str | Path) -> RunPlan:
         )
     return RunPlan(
         meta["run_id"], meta["model"], meta["model_cutoff"], out_dir, instances, predictions,
-        no_cache=no_cache, jobs=jobs,
+        no_cache=no_cache, jobs=jobs, outside_selection=meta.get("predictions_outside_selection", 0),
     )  # fmt: skip
 
 
@@ -222,23 +227,9 @@ def _model_and_cutoff(model: str, model_cutoff: str) -> date:
     return cutoff
 
 
-def _run_folder(run_id: str, meta: dict) -> Path:
-    """The run's folder with its metadata; one of another model, cutoff or set of predictions is refused
-    (runs are never overwritten silently)."""
-    from tasks_lib.core.errors import InputError
-
-    out_dir = paths.runs_dir() / run_id
-    meta_path = out_dir / "run.json"
-    if meta_path.exists():
-        old = json.loads(meta_path.read_text())
-        if not all(old.get(k) == meta[k] for k in ("model", "model_cutoff", "predictions_fingerprint")):
-            raise InputError(
-                f"--run-id {run_id}: {out_dir} already holds a run of another model, cutoff or set "
-                "of predictions; choose another run id (runs are never overwritten silently)"
-            )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    meta_path.write_text(json.dumps(meta, indent=2))
-    return out_dir
+def _fingerprint(predictions: dict[str, Prediction]) -> str:
+    keyed = "\0".join(f"{i}:{predictions[i].patch_sha256}" for i in sorted(predictions))
+    return hashlib.sha256(keyed.encode()).hexdigest()[:12]
 
 
 def _slug(text: str) -> str:
@@ -371,10 +362,11 @@ def add_verdict(writer, plan: RunPlan, instance: TaskInstance, verdict: Verdict)
 
 
 def finish_writer(writer, plan: RunPlan) -> dict:
-    return writer.finish(json.loads((plan.out_dir / "run.json").read_text()))
+    from tasks_lib.judge import run_state
 
-
-VERDICT_FILE = "verdict.json"
+    report = writer.finish(json.loads((plan.out_dir / "run.json").read_text()))
+    run_state.clear_unfinished(plan.out_dir)  # every instance scored: the run is finished
+    return report
 
 
 def verdict_path(plan: RunPlan, instance_id: str) -> Path:

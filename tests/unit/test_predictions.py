@@ -17,6 +17,7 @@ from tasks_lib.judge.predictions import (
     PredictionFormat,
     PredictionsError,
     load_predictions,
+    load_selected,
     prediction_problems,
 )
 from tasks_lib.sources.record import load_source
@@ -251,3 +252,41 @@ def test_default_model_fills_a_missing_model_name(tmp_path):
     path = write_jsonl(tmp_path, [{"instance_id": "acme__app-1", "model_patch": ""}])
     (prediction,) = load_predictions(path, IDS, default_model="cli-model")
     assert prediction.model_name_or_path == "cli-model"
+
+
+def test_a_full_file_meets_a_selection_the_others_counted_never_refused(tmp_path):
+    """Rule (issue 39, item 2): SWE-bench's habit, a predictions file of the whole corpus and `--instance_ids`
+    for a subset. The entries of the corpus's other instances are counted and left out (a `files` entry among
+    them needs no checkout: it is never converted); an id the corpus does not hold is still refused, and says
+    so; a duplicate is a duplicate wherever it is."""
+    files_entry = {"instance_id": "acme__app-3", "model_name_or_path": "m1", "format": "files", "files": {}}
+    path = write_jsonl(tmp_path, [entry("acme__app-1"), entry("acme__app-2"), files_entry])
+    chosen, others = load_selected(path, ["acme__app-2"], IDS)
+    assert chosen == expected("acme__app-2") and others == ["acme__app-1", "acme__app-3"]
+    with pytest.raises(
+        PredictionsError, match=r"line 1: unknown instance id 'acme__app-1' \(not in the instances"
+    ):
+        load_predictions(path, ["acme__app-2"])  # no corpus given: the selection is all it knows
+    path = write_jsonl(tmp_path, [entry("acme__app-2"), entry("acme__app-9")])
+    with pytest.raises(
+        PredictionsError, match=r"line 2: unknown instance id 'acme__app-9' \(not in the corpus\)"
+    ):
+        load_selected(path, ["acme__app-2"], IDS)
+    path = write_jsonl(tmp_path, [entry("acme__app-1"), entry("acme__app-1")])
+    with pytest.raises(
+        PredictionsError, match="line 2: duplicate instance id 'acme__app-1' \\(first at line 1\\)"
+    ):
+        load_selected(path, ["acme__app-2"], IDS)
+
+
+def test_a_json_error_says_where_once(tmp_path):
+    """Rule (issue 39, item 4): json's own message may end in "at" ("Unterminated string starting at"): the
+    column follows it once, never "starting at at column"."""
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"instance_id": "acme__app-1", "model_patch": "x\n')
+    with pytest.raises(PredictionsError) as info:
+        load_predictions(path, IDS)
+    assert "not JSON (Unterminated string starting at column 47)" in str(info.value), str(info.value)
+    path.write_text('{"instance_id" "acme__app-1"}\n')
+    with pytest.raises(PredictionsError, match=r"not JSON \(Expecting ':' delimiter at column 16\)"):
+        load_predictions(path, IDS)
