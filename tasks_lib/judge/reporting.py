@@ -20,6 +20,7 @@ from tasks_lib.core.constants import Status
 from tasks_lib.corpus import tiering
 from tasks_lib.corpus.instance import TaskInstance
 from tasks_lib.judge.compare import wilson
+from tasks_lib.sources.crawl.base import TIMESTAMP
 
 RESULTS_SCHEMA = pa.schema(
     [
@@ -30,7 +31,7 @@ RESULTS_SCHEMA = pa.schema(
         ("repo", pa.string()),
         ("stack_domain", pa.string()),
         ("contamination_tier", pa.string()),
-        ("created_at", pa.timestamp("us", tz="UTC")),
+        ("created_at", TIMESTAMP),
         ("after_model_cutoff", pa.bool_()),
         ("resolved", pa.bool_()),
         ("status", pa.string()),
