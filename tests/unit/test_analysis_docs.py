@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from tasks_lib.core.constants import ExtractionStatus
 from tasks_lib.corpus import swebench
 from tasks_lib.curation.distribution import DISTRIBUTION_SCHEMA
 from tasks_lib.curation.extraction import EXTRACTION_SCHEMA, ExtractionResult
@@ -131,7 +132,11 @@ def _write_season(root: Path, records: list[dict]) -> None:
     curation.export_dataset(season.load_season("demo"), out)
     results = [
         ExtractionResult(
-            r["pr_number"], "ok", r["base_commit"], r["head_commit"], flaky_tests=["tests/t.py::t"]
+            r["pr_number"],
+            ExtractionStatus.OK,
+            r["base_commit"],
+            r["head_commit"],
+            flaky_tests=["tests/t.py::t"],
         )
         for r in records
     ]
@@ -163,7 +168,7 @@ def test_the_python_snippets_run_as_written(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")
     snippets = _snippets("python")
-    assert len(snippets) == 4
+    assert len(snippets) >= 4
     for n, code in enumerate(snippets, start=1):
         try:
             exec(compile(code, f"docs/analysis.md python block {n}", "exec"), {"__name__": "__snippet__"})
