@@ -58,12 +58,14 @@ def compare(
     as_json: bool = typer.Option(False, "--json", help="The comparison as JSON."),
 ):
     """Two runs of one selection, instance by instance: the flips each way, McNemar's exact test and a
-    bootstrap interval of the score difference, each score with its 95 % interval."""
+    bootstrap interval of the score difference, each score with its 95 % interval. Runs over different
+    instances, or different tasks under the same ids, are refused (exit 2), naming the difference."""
     from tasks_lib.judge import compare as comparing
 
     name_a, a = comparing.read_run(run_a)
     name_b, b = comparing.read_run(run_b)
     if name_a == name_b:
         name_a, name_b = str(run_a), str(run_b)
-    result = comparing.compare(a, b, (name_a, name_b))
+    tasks = (comparing.read_tasks(run_a), comparing.read_tasks(run_b))
+    result = comparing.compare(a, b, (name_a, name_b), tasks)
     typer.echo(json.dumps(result, indent=2) if as_json else comparing.text(result))

@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from tasks_lib.core.constants import Side
@@ -101,10 +102,21 @@ def sides_of_flat(row: Mapping, where: str = "") -> dict[str, dict[str, list[str
     return out
 
 
+def iso_utc(value: Any) -> Any:
+    """`created_at` as the record's ISO 8601 string (`2025-07-01T10:00:00Z`) when a reader gave a timestamp:
+    Parquet and `datasets` carry it as a UTC timestamp (pandas a `Timestamp`, `datasets` a `datetime`). A naive
+    one is UTC: pyarrow's JSON reader, under `datasets.load_dataset("json")`, drops the `Z` it parsed. Any other
+    value is left for the schema to judge."""
+    if not isinstance(value, datetime):
+        return value
+    value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return value.isoformat(timespec="microseconds" if value.microsecond else "seconds").replace("+00:00", "Z")
+
+
 def normalise(row: Mapping) -> dict:
     """Any input shape as the corpus record: Parquet / datasets give numpy arrays, NaN and None where JSON
-    Lines gives lists and strings; a flat SWE-bench record gives JSON strings with the frontend's tests apart
-    (tasks_lib/corpus/swebench.py)."""
+    Lines gives lists and strings, and a UTC timestamp where it gives an ISO 8601 string (`created_at`); a
+    flat SWE-bench record gives JSON strings with the frontend's tests apart (tasks_lib/corpus/swebench.py)."""
     # Parquet via pandas gives NaN for a null string: a missing optional field, like in JSONL.
     out = {k: v for k, v in dict(row).items() if not (isinstance(v, float) and v != v)}
     if all(out.get(k) is None for k in _LIST_FIELDS) and any(k.upper() in out for k in _LIST_FIELDS):
@@ -134,6 +146,8 @@ def normalise(row: Mapping) -> dict:
             out.pop(key, None)
     if hasattr(out.get("pr_number"), "item"):
         out["pr_number"] = int(out["pr_number"])
+    if "created_at" in out:
+        out["created_at"] = iso_utc(out["created_at"])
     return out
 
 

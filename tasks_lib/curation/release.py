@@ -12,6 +12,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
+
 from tasks_lib.core import paths
 from tasks_lib.core.constants import HARNESS_VERSION
 from tasks_lib.core.errors import InputError
@@ -162,6 +164,24 @@ def _mirror_args(rows: list[dict]) -> str:
     return "".join(f" --mirror {n}=PATH" for n in names) if len(names) > 1 else ""
 
 
+def features_yaml() -> list[str]:
+    """The card's `dataset_info.features`: the columns of instances.parquet (`INSTANCES_SCHEMA`). Without them
+    `datasets.load_dataset` infers the JSON Lines' types, and pyarrow's JSON reader makes `created_at` a naive
+    timestamp; with them it is the UTC timestamp it is in every Parquet table. Lists are written `sequence:`,
+    which every version of `datasets` reads."""
+    from tasks_lib.curation.stages import INSTANCES_SCHEMA
+
+    def lines(field, pad: str) -> list[str]:
+        head = f"{pad}- name: {field.name}"
+        if pa.types.is_struct(field.type):
+            return [head, f"{pad}  struct:", *(x for sub in field.type for x in lines(sub, pad + "  "))]
+        if pa.types.is_list(field.type):
+            return [head, f"{pad}  sequence: '{field.type.value_type}'"]
+        return [head, f"{pad}  dtype: '{field.type}'"]
+
+    return ["dataset_info:", "  features:", *(x for f in INSTANCES_SCHEMA for x in lines(f, "  "))]
+
+
 def card(
     name: str,
     rows: list[dict],
@@ -180,6 +200,7 @@ def card(
         "configs:",
         "- config_name: default",
         "  data_files: [{split: test, path: instances.jsonl}]",
+        *features_yaml(),
         "---",
         f"# PrototypeBench — corpus `{name}`",
         "",

@@ -23,7 +23,14 @@ from tasks_lib.curation.extraction import EXTRACTION_SCHEMA, ExtractionResult
 from tasks_lib.curation.season import Season
 from tasks_lib.images import build as images
 from tasks_lib.sources import gitops, repos
-from tasks_lib.sources.crawl.base import PullRequest, read_prs_parquet, write_prs_parquet, write_table_atomic
+from tasks_lib.sources.crawl.base import (
+    TIMESTAMP,
+    PullRequest,
+    read_prs_parquet,
+    to_utc,
+    write_prs_parquet,
+    write_table_atomic,
+)
 from tasks_lib.sources.crawl.mirror import resolve_base_commits
 from tasks_lib.sources.record import SourceRecord
 
@@ -68,7 +75,7 @@ INSTANCES_SCHEMA = pa.schema(
                 ]
             ),
         ),
-        ("created_at", pa.string()),
+        ("created_at", TIMESTAMP),  # the record's ISO 8601 string as a UTC timestamp, as in every table
         ("contamination_tier", pa.string()),
         ("difficulty", pa.string()),
         ("notes", pa.string()),
@@ -287,12 +294,16 @@ def stage_package(season: Season, source: SourceRecord, out: Path, mirror: str |
 
 
 def write_instances(instances: list[dict], out: Path) -> None:
+    """instances.parquet (typed: `created_at` a UTC timestamp) and instances.jsonl (the records as they are:
+    `created_at` the ISO 8601 string of the contract)."""
     rows = []
     for inst in instances:
         row = {name: inst.get(name) for name in INSTANCES_SCHEMA.names}
         row["environment"] = {
             k: inst["environment"].get(k) for k in INSTANCES_SCHEMA.field("environment").type.names
         }
+        if row["created_at"] is not None:
+            row["created_at"] = to_utc(row["created_at"], what=f"{inst.get('instance_id')}: created_at")
         rows.append(row)
     write_table_atomic(pa.Table.from_pylist(rows, schema=INSTANCES_SCHEMA), out / "instances.parquet")
     tmp = out / "instances.jsonl.tmp"

@@ -12,11 +12,18 @@ instances flipped each way and how sure one can be of the difference:
   counts whose distribution is enumerated), hence the same interval every time and no seed to report;
 - each run's score with its 95 % Wilson interval (`score_interval`, also in every report.json).
 
-Pure functions over {instance_id: resolved}; the CLI reads the runs' results.parquet.
+Two runs are comparable when they scored the same selection: the same instance ids, and under each id the same
+task (what grading reads of it: base commit, test patch, FAIL_TO_PASS, PASS_TO_PASS, as each run's
+`scoring-jobs.jsonl` recorded it). Anything else is refused, naming the instances that differ and how: a v0.2
+and a v0.3 run of one instance id with a different FAIL_TO_PASS would otherwise count a changed task as a flip.
+
+Pure functions over {instance_id: resolved}; the CLI reads the runs' results.parquet and scoring-jobs.jsonl.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +31,9 @@ from pathlib import Path
 from tasks_lib.core.errors import InputError
 
 Z95 = 1.959963984540054  # the standard normal's 97.5 % quantile
+
+# What grading reads of an instance: two runs that read different values under one id scored different tasks.
+GRADED_FIELDS = ("base_commit", "test_patch", "fail_to_pass", "pass_to_pass")
 
 
 def wilson(resolved: int, total: int, z: float = Z95) -> tuple[float, float]:
@@ -81,18 +91,45 @@ def bootstrap_interval(a_only: int, b_only: int, total: int, level: float = 0.95
     return (low or 0) / total, (high if high is not None else max(mass)) / total
 
 
-def compare(a: Mapping[str, bool], b: Mapping[str, bool], names: tuple[str, str] = ("A", "B")) -> dict:
+def _some(items: list[str]) -> str:
+    return ", ".join(items[:3]) + (", …" if len(items) > 3 else "")
+
+
+def same_tasks(
+    tasks_a: Mapping[str, Mapping[str, str]], tasks_b: Mapping[str, Mapping[str, str]], names: tuple[str, str]
+) -> None:
+    """Refuses two runs whose instances of one id are different tasks ({instance_id: {field: digest}}),
+    naming the instances and the fields that differ."""
+    differ = {
+        iid: [f for f in GRADED_FIELDS if tasks_a[iid].get(f) != tasks_b[iid].get(f)]
+        for iid in sorted(set(tasks_a) & set(tasks_b))
+    }
+    named = [f"{iid}: {', '.join(fields)}" for iid, fields in differ.items() if fields]
+    if named:
+        raise InputError(
+            f"{names[0]} and {names[1]} score different tasks under the same instance ids: {len(named)} "
+            f"instance(s) differ ({_some(named)}); compare runs of one corpus"
+        )
+
+
+def compare(
+    a: Mapping[str, bool],
+    b: Mapping[str, bool],
+    names: tuple[str, str] = ("A", "B"),
+    tasks: tuple[Mapping | None, Mapping | None] = (None, None),
+) -> dict:
     """The comparison of two runs' {instance_id: resolved} over the same selection (refused otherwise, naming
-    the difference)."""
+    the difference). `tasks`: each run's `read_tasks`, where known; a run without them is compared by ids."""
     if set(a) != set(b):
         only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
         raise InputError(
             f"{names[0]} and {names[1]} score different selections: {len(only_a)} instance(s) only in "
-            f"{names[0]} ({', '.join(only_a[:3])}{', …' if len(only_a) > 3 else ''}), {len(only_b)} only in "
-            f"{names[1]} ({', '.join(only_b[:3])}{', …' if len(only_b) > 3 else ''})"
+            f"{names[0]} ({_some(only_a)}), {len(only_b)} only in {names[1]} ({_some(only_b)})"
         )
     if not a:
         raise InputError(f"{names[0]} and {names[1]} score no instance")
+    if tasks[0] is not None and tasks[1] is not None:
+        same_tasks(tasks[0], tasks[1], names)
     total = len(a)
     a_only = sorted(i for i in a if a[i] and not b[i])
     b_only = sorted(i for i in a if b[i] and not a[i])
@@ -123,6 +160,31 @@ def read_run(run_dir: Path) -> tuple[str, dict[str, bool]]:
     rows = pq.read_table(path, columns=["run_id", "instance_id", "resolved"]).to_pylist()
     run_id = rows[0]["run_id"] if rows else Path(run_dir).name
     return run_id, {r["instance_id"]: bool(r["resolved"]) for r in rows}
+
+
+def read_tasks(run_dir: Path) -> dict[str, dict[str, str]] | None:
+    """{instance_id: {field: digest}} of what grading read of each instance, from the run's
+    scoring-jobs.jsonl; None for a run folder written before it (its instances compared by id only)."""
+    from tasks_lib.judge.runs import JOBS_FILE
+
+    path = Path(run_dir) / JOBS_FILE
+    if not path.is_file():
+        return None
+    out = {}
+    for n, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line).get("instance")
+        except (json.JSONDecodeError, AttributeError):
+            record = None
+        if not isinstance(record, dict):
+            raise InputError(f"{path}: line {n}: not a scoring job (a JSON object with an `instance`)")
+        out[record.get("instance_id")] = {
+            f: hashlib.sha256(json.dumps(record.get(f), sort_keys=True).encode()).hexdigest()
+            for f in GRADED_FIELDS
+        }
+    return out
 
 
 def text(result: dict) -> str:

@@ -1,6 +1,7 @@
 """What `pbench report --chart DIR` and `--html DIR` write from run folders: resolve-rate charts (per model, split
 by before/after the model's cutoff and by stack domain; a models × instances grid) and a static leaderboard page
-(models × domains × tiers with each model's cutoff, the charts, links to every verdict's trace)."""
+(models × domains × tiers with each model's cutoff, each run's score with its 95 % interval, the charts, links to
+every verdict's trace)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import os
 from pathlib import Path
 
 import pandas as pd
+
+from tasks_lib.judge.reporting import run_scores, score_text
 
 # Grid colours by verdict kind: resolved, the model's failure, the harness's, no prediction.
 KIND_COLOURS = {"resolved": "#2e7d32", "failed": "#c62828", "errored": "#f9a825", "no_prediction": "#9e9e9e"}
@@ -139,6 +142,10 @@ def write_html(df: pd.DataFrame, out_dir: Path) -> Path:
             + "".join(f"<td>{esc(c)}</td>" for c in cells)
             + "</tr>"
         )
+    runs = [
+        f"<tr><td>{esc(r['run_id'])}</td><td>{esc(r['model'])}</td><td>{esc(score_text(r))}</td></tr>"
+        for r in run_scores(df)
+    ]
     verdicts = []
     for _, r in df.sort_values(["model", "instance_id"]).iterrows():
         trace = r["trace_dir"] or ""
@@ -162,6 +169,10 @@ img{{max-width:100%;border:1px solid #ddd;margin:0.5em 0}}</style></head>
 instances (a missing prediction counts, unresolved). A model's cutoff is its disclosed training cutoff: "after
 cutoff" instances were merged later.</p>
 <table id="leaderboard"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>
+<p>Each run's score with its 95 % Wilson interval: on ~100 instances a few points between two runs lie within
+it (<code>pbench compare RUN_A RUN_B</code> tests the difference instance by instance).</p>
+<table id="runs"><thead><tr><th>run</th><th>model</th><th>score (95 % interval)</th></tr></thead>
+<tbody>{"".join(runs)}</tbody></table>
 <h2>Charts</h2><img src="rates.png" alt="resolve rate per model"><img src="grid.png" alt="models x instances">
 <h2>Verdicts</h2><table id="verdicts"><thead><tr><th>model</th><th>instance</th><th>domain</th><th>status</th>
 <th>trace</th></tr></thead><tbody>{"".join(verdicts)}</tbody></table>

@@ -20,6 +20,7 @@ from tasks_lib.core.constants import Status
 from tasks_lib.corpus import tiering
 from tasks_lib.corpus.instance import TaskInstance
 from tasks_lib.judge.compare import wilson
+from tasks_lib.sources.crawl.base import TIMESTAMP
 
 RESULTS_SCHEMA = pa.schema(
     [
@@ -30,7 +31,7 @@ RESULTS_SCHEMA = pa.schema(
         ("repo", pa.string()),
         ("stack_domain", pa.string()),
         ("contamination_tier", pa.string()),
-        ("created_at", pa.timestamp("us", tz="UTC")),
+        ("created_at", TIMESTAMP),
         ("after_model_cutoff", pa.bool_()),
         ("resolved", pa.bool_()),
         ("status", pa.string()),
@@ -353,9 +354,15 @@ def run_reports(run_dirs: Iterable[Path]) -> list[dict]:
         if not p.is_file():
             raise InputError(f"{d}: no report.json (not a run folder)")
         try:
-            out.append(json.loads(p.read_text()))
+            report = json.loads(p.read_text())
         except json.JSONDecodeError as exc:
             raise InputError(f"{p}: line {exc.lineno}: not JSON ({json_problem(exc)})") from None
+        if "score_interval" not in report and isinstance(report.get("total"), int):
+            # A run written before the interval was: the same counts give it.
+            report["score_interval"] = [
+                round(x, 4) for x in wilson(report.get("resolved", 0), report["total"])
+            ]
+        out.append(report)
     return out
 
 
@@ -376,8 +383,37 @@ def load_results(run_dirs: Iterable[Path]):
     return pd.concat(frames, ignore_index=True)
 
 
+def run_scores(df) -> list[dict]:
+    """Each run's score (resolved / selected instances) with its 95 % Wilson interval, in the order the runs
+    come: a few points between two runs of ~100 instances are within the intervals (`pbench compare` says
+    whether the difference is more than noise)."""
+    out = []
+    for run_id, g in df.groupby("run_id", sort=False):
+        resolved, total = int(g["resolved"].sum()), len(g)
+        out.append(
+            {
+                "run_id": str(run_id),
+                "model": str(g["model"].iloc[0]),
+                "resolved": resolved,
+                "total": total,
+                "score": resolved / total,
+                "score_interval": list(wilson(resolved, total)),
+            }
+        )
+    return out
+
+
+def score_text(run: dict) -> str:
+    low, high = run["score_interval"]
+    return (
+        f"{run['resolved']}/{run['total']} {run['score'] * 100:.1f}% "
+        f"(95 % interval {low * 100:.1f}–{high * 100:.1f}%)"
+    )
+
+
 def leaderboard(run_dirs: Iterable[Path]) -> str:
-    """Aggregate runs into models x (domains, tiers) with failures by kind."""
+    """Aggregate runs into models x (domains, tiers) with failures by kind, and each run's score with its
+    95 % interval."""
 
     df = load_results(run_dirs)
     lines = [f"PrototypeBench leaderboard — {df['run_id'].nunique()} run(s), {len(df)} verdicts", ""]
@@ -393,6 +429,9 @@ def leaderboard(run_dirs: Iterable[Path]) -> str:
         cells.append(g[g["after_model_cutoff"]])
         text = [f"{int(c['resolved'].sum())}/{len(c)}" if len(c) else "—" for c in cells]
         lines.append(f"{str(model)[:28]:28} " + " ".join(f"{t:>14}" for t in text))
+    lines += ["", "score per run (resolved / instances, 95 % Wilson interval)"]
+    for run in run_scores(df):
+        lines.append(f"{run['run_id'][:28]:28} {str(run['model'])[:28]:28} {score_text(run)}")
     lines += ["", "failures by kind"]
     for (model, status), n in df[~df["resolved"]].groupby(["model", "status"]).size().items():
         lines.append(f"{n:>5}  {status:24} {model}")

@@ -294,15 +294,64 @@ def test_predictions_for_half_the_corpus_score_over_the_whole_corpus(gold_run, t
     assert f"score {100 * len(half) / len(ids):.1f}%" in text and rest[0] in text
     df = pd.read_parquet(f"{rep['out_dir']}/results.parquet").set_index("instance_id")
     assert not df.loc[rest, "resolved"].any() and set(df.loc[rest, "status"]) == {"no_prediction"}
-    # Issue 39, item 7: the half run against the gold run, compared from their folders; the flips are exactly
-    # the instances without a prediction, and the statistics those of the reference computation.
-    from tasks_lib.judge import compare
 
-    result = compare.compare(
-        compare.read_run(Path(rep["out_dir"]))[1], compare.read_run(Path(gold_run["out_dir"]))[1]
+
+def _bootstrap_by_enumeration(diffs: list[int]) -> list[float]:
+    """The percentile bootstrap of the mean paired difference by brute force: all n**n ordered resamples."""
+    import itertools
+
+    import numpy as np
+
+    means = np.array(list(itertools.product(diffs, repeat=len(diffs))), dtype=float).mean(axis=1)
+    return [float(np.quantile(means, q, method="inverted_cdf")) for q in (0.025, 0.975)]
+
+
+def test_compare_of_the_demos_gold_empty_and_half_gold_runs(gold_run, tmp_path):
+    """Issue 39, item 7 (must show): `pbench compare` over real runs of the demo, gold, empty and gold patches
+    for every other instance (the rest no_prediction), from their folders: the flipped lists are exactly the
+    instances one run resolves and the other does not, McNemar's p-value is scipy's exact binomial test over
+    the flips, each score's interval scipy's Wilson interval, the difference's interval the bootstrap with
+    every resample of the six pairs enumerated."""
+    from scipy import stats
+
+    instances = _instances()
+    ids = sorted(instances)
+    assert len(ids) <= 7  # the reference enumerates n**n resamples
+    half = ids[::2]
+    preds = tmp_path / "every-other.jsonl"
+    preds.write_text(
+        "".join(
+            json.dumps({"instance_id": i, "model_name_or_path": "half", "model_patch": instances[i]["patch"]})
+            + "\n"
+            for i in half
+        )
     )
-    assert result["resolved_by_b_only"] == rest and result["resolved_by_a_only"] == []
-    assert result["mcnemar_p"] == min(1.0, 2 / 2 ** len(rest)) and result["both"] == len(half)
+    runs = {
+        "gold": gold_run,
+        "empty": _evaluate("empty", "empty", "compare-empty"),
+        "half": _evaluate(str(preds), "half", "compare-half"),
+    }
+    known = {"gold": set(ids), "empty": set(), "half": set(half)}
+    for name, rep in runs.items():
+        assert set(rep["resolved_ids"]) == known[name], name
+    for a, b in (("empty", "gold"), ("half", "gold"), ("gold", "half"), ("empty", "half")):
+        res = subprocess.run(
+            [sys.executable, "-m", "cli.pbench", "compare", runs[a]["out_dir"], runs[b]["out_dir"], "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert res.returncode == 0, res.stderr
+        out = json.loads(res.stdout)
+        a_only, b_only = sorted(known[a] - known[b]), sorted(known[b] - known[a])
+        assert (out["resolved_by_a_only"], out["resolved_by_b_only"]) == (a_only, b_only), (a, b)
+        flips = len(a_only) + len(b_only)
+        assert out["mcnemar_p"] == pytest.approx(stats.binomtest(len(a_only), flips, 0.5).pvalue, abs=1e-12)
+        diffs = [(i in known[b]) - (i in known[a]) for i in ids]
+        assert out["difference_interval"] == pytest.approx(_bootstrap_by_enumeration(diffs), abs=1e-12)
+        for k, interval in zip(out["resolved"], out["score_interval"], strict=True):
+            ref = stats.binomtest(k, len(ids)).proportion_ci(0.95, method="wilson")
+            assert interval == pytest.approx([ref.low, ref.high], abs=1e-9)
 
 
 def test_a_prediction_of_another_model_is_refused_naming_both(curated_demo, tmp_path):

@@ -71,3 +71,25 @@ def test_a_season_under_a_reproduction_rule_feeds_no_corpus(data_dir):
     ):
         corpus_release.build("v9", ["repro"])
     assert not (data_dir / "corpus" / "v9").exists()
+
+
+def test_a_corpus_loads_through_datasets_with_utc_timestamps_and_the_parquet_types(data_dir, monkeypatch):
+    """Rule (issue 39, item 8): `datasets.load_dataset` of a committed corpus's folder gives the columns of
+    instances.parquet, `created_at` a UTC timestamp (the card declares them: inferred from the JSON Lines, it
+    was a naive timestamp), and the harness reads the rows back as the records they were."""
+    import datasets
+
+    from tasks_lib.curation.stages import INSTANCES_SCHEMA
+
+    record = json.loads(FIXTURE.read_text().splitlines()[0])
+    monkeypatch.setattr(corpus_release, "_season_instances", lambda name: [record])
+    monkeypatch.setattr(corpus_release, "_season_rejected", lambda name: [])
+    out = corpus_release.build("v9", ["a"])
+    ds = datasets.load_dataset(str(out), split="test", cache_dir=str(data_dir / "hf-cache"))
+    assert ds.features == datasets.Features.from_arrow_schema(INSTANCES_SCHEMA)
+    assert ds[0]["created_at"].utcoffset().total_seconds() == 0
+    assert str(ds.to_pandas()["created_at"].dtype) == "datetime64[us, UTC]"
+    written = json.loads((out / "instances.jsonl").read_text())
+    assert ds[0]["created_at"].isoformat().replace("+00:00", "Z") == written["created_at"]
+    ds.save_to_disk(str(data_dir / "saved"))  # a saved copy is a corpus for --dataset
+    assert corpus.load_corpus(str(data_dir / "saved"))[0].to_record() == written

@@ -420,6 +420,34 @@ def test_leaderboard_over_two_runs_of_two_models(tmp_path):
     assert "    1  infra_error              model-b" in failures
 
 
+def test_report_gives_each_runs_score_with_its_wilson_interval_as_text_json_and_html(tmp_path):
+    """Rule (issue 39, item 7): `pbench report` gives each run's score with its 95 % interval in the text
+    table, in --json (a report.json written before the interval was gets it from its counts) and on the
+    HTML page; the interval is scipy's Wilson interval of resolved / selected instances."""
+    from scipy import stats
+
+    from tasks_lib.judge import leaderboard
+
+    rows_a, tests_a = build("run-a", "model-a")
+    reporting.write_run_outputs(tmp_path / "run-a", rows_a, tests_a, META)
+    ref = stats.binomtest(2, 4).proportion_ci(0.95, method="wilson")
+    low, high = ref.low * 100, ref.high * 100
+    text = reporting.leaderboard([tmp_path / "run-a"])
+    assert f"run-a{' ' * 23} model-a{' ' * 21} 2/4 50.0% (95 % interval {low:.1f}–{high:.1f}%)" in text
+    reports = reporting.run_reports([tmp_path / "run-a"])
+    assert reports[0]["score_interval"] == pytest.approx([ref.low, ref.high], abs=1e-4)
+    old = json.loads((tmp_path / "run-a" / "report.json").read_text())
+    del old["score_interval"]
+    (tmp_path / "run-a" / "report.json").write_text(json.dumps(old))
+    assert reporting.run_reports([tmp_path / "run-a"])[0]["score_interval"] == reports[0]["score_interval"]
+    page = leaderboard.write_html(reporting.load_results([tmp_path / "run-a"]), tmp_path / "page").read_text()
+    runs_table = page.split('<table id="runs">', 1)[1].split("</table>", 1)[0]
+    assert (
+        f"<td>run-a</td><td>model-a</td><td>2/4 50.0% (95 % interval {low:.1f}–{high:.1f}%)</td>"
+        in runs_table
+    )
+
+
 def test_leaderboard_refuses_a_folder_that_is_not_a_run(tmp_path):
     """Rule: a folder without results.parquet is named in an InputError (exit 2), not skipped."""
     with pytest.raises(InputError, match="results.parquet"):

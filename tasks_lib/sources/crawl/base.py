@@ -27,7 +27,9 @@ _SHA_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 
 FILE_TYPE = pa.struct([("path", pa.string()), ("additions", pa.int64()), ("deletions", pa.int64())])
 ISSUE_TYPE = pa.struct([("number", pa.int64()), ("title", pa.string()), ("body", pa.string())])
-TIMESTAMP = pa.timestamp("us", tz="UTC")
+TIMESTAMP = pa.timestamp(
+    "us", tz="UTC"
+)  # every timestamp column of every table (tests/unit/test_analysis_docs.py)
 
 PRS_SCHEMA = pa.schema(
     [
