@@ -96,7 +96,10 @@ def _feed(pipe, data: bytes) -> None:
 def _exited(pid: int) -> bool:
     """Whether the process has exited, without reaping it: until it is reaped its process group id stays
     taken, so killing the group afterwards can never reach another program's processes."""
-    info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:  # reaped already (by `Popen.wait`)
+        return True
     return info is not None
 
 

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import stat
-import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -27,18 +25,17 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from tasks_lib.core import paths
 from tasks_lib.core.constants import AgentOutcome
 from tasks_lib.core.errors import InputError, PbenchError
 from tasks_lib.corpus.instance import TaskInstance
 from tasks_lib.formats import patches
 from tasks_lib.judge import evaluation, workspace
 from tasks_lib.judge.agent_command import Budget, run_command
+from tasks_lib.judge.agent_ledger import ATTEMPTS_FILE, Ledger, default_predictions, logs_folder  # noqa: F401 (the batch's files, re-exported)
 from tasks_lib.sources import gitops, repos
 from tasks_lib.sources.record import SourceRecord
 
 STATEMENT_FILE = "statement.md"
-ATTEMPTS_FILE = "attempts.jsonl"
 
 
 class StatementMode(StrEnum):
@@ -212,63 +209,6 @@ def _remove(tree: Path) -> None:
     shutil.rmtree(tree, onerror=writable)
 
 
-# ----------------------------------------------------------------------------- the predictions file
-
-
-def _read_jsonl(path: Path, check: Callable[[int, dict], None]) -> dict[str, dict]:
-    """Rows of a JSON Lines file this module wrote, by instance id (none: the file does not exist)."""
-    if not path.exists():
-        return {}
-    rows: dict[str, dict] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}: line {number}: not JSON ({exc.msg}); pass another --out") from None
-        if not isinstance(row, dict) or not isinstance(row.get("instance_id"), str):
-            raise InputError(f"{path}: line {number}: not an object with an instance_id; pass another --out")
-        check(number, row)
-        rows[row["instance_id"]] = row
-    return rows
-
-
-def _write_jsonl(path: Path, rows) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-    tmp.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-class Ledger:
-    """The predictions file and `attempts.jsonl`, as they are on disk, rewritten whole after each attempt."""
-
-    def __init__(self, predictions: Path, folder: Path, model: str):
-        self.predictions_path, self.attempts_path = predictions, folder / ATTEMPTS_FILE
-
-        def same_model(number: int, row: dict) -> None:
-            if not isinstance(row.get("model_patch"), str):
-                raise InputError(f"{predictions}: line {number}: no model_patch string; pass another --out")
-            if row.get("model_name_or_path") != model:
-                raise InputError(
-                    f"{predictions}: line {number}: a prediction of {row.get('model_name_or_path')!r}, not of "
-                    f"--model {model!r} (one predictions file is one model: pass another --out)"
-                )
-
-        self.predictions = _read_jsonl(predictions, same_model)
-        self.attempts = _read_jsonl(self.attempts_path, lambda n, row: None)
-        self._lock = threading.Lock()
-
-    def add(self, done: Attempt) -> None:
-        with self._lock:
-            if done.prediction is not None:
-                self.predictions[done.instance_id] = done.prediction
-            self.attempts[done.instance_id] = done.to_json()
-            self.attempts_path.parent.mkdir(parents=True, exist_ok=True)
-            _write_jsonl(self.predictions_path, self.predictions.values())
-            _write_jsonl(self.attempts_path, self.attempts.values())
-
-
 # ----------------------------------------------------------------------------- the plan and the batch
 
 
@@ -281,17 +221,6 @@ class AgentPlan:
     jobs: dict[str, AgentJob]  # the instances to run, in selection order
     skipped: list[str]  # already in the predictions file
     ledger: Ledger = field(repr=False)
-
-
-def default_predictions(model: str) -> Path:
-    """Where an agent run writes when no file is named: data/agents/<model>/predictions.jsonl."""
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-")[:60] or "model"
-    return paths.output_dir() / "agents" / slug / "predictions.jsonl"
-
-
-def logs_folder(predictions: Path) -> Path:
-    """The folder beside a predictions file: `preds.jsonl` -> `preds-agent/`."""
-    return predictions.with_name(f"{predictions.stem}-agent")
 
 
 def plan_agents(
@@ -317,20 +246,7 @@ def plan_agents(
     file must hold no instance outside the selection (the evaluation of a selection refuses those)."""
     from tasks_lib.corpus import load as corpus
 
-    if not command.strip():
-        raise InputError("--command: empty (the agent's shell command, run in each checkout)")
-    if not model.strip():
-        raise InputError("--model: empty (the name written as every prediction's model_name_or_path)")
-    try:
-        mode = StatementMode(statement)
-    except ValueError:
-        raise InputError(f"--statement: one of stdin, file, got {statement!r}") from None
-    predictions = Path(out) if out else default_predictions(model)
-    if predictions.suffix != ".jsonl":
-        raise InputError(f"--out {predictions}: a .jsonl file (SWE-bench's predictions, one per line)")
-    if predictions.is_dir():
-        raise InputError(f"--out {predictions}: is a folder, not a predictions file")
-    predictions = predictions.absolute()
+    mode, predictions = _checked(command, model, statement, out)
     folder = logs_folder(predictions)
     instances = corpus.select(corpus.load_corpus(dataset), ids, domains, tiers)
     if not instances:
@@ -362,6 +278,24 @@ def plan_agents(
     }  # fmt: skip
     skipped = [iid for iid in selected if iid not in jobs]
     return AgentPlan(model, predictions, folder, selected, jobs, skipped, ledger)
+
+
+def _checked(command: str, model: str, statement: str, out: str | Path | None) -> tuple[StatementMode, Path]:
+    """The statement mode and the predictions file's absolute path, or an input error naming the option."""
+    if not command.strip():
+        raise InputError("--command: empty (the agent's shell command, run in each checkout)")
+    if not model.strip():
+        raise InputError("--model: empty (the name written as every prediction's model_name_or_path)")
+    try:
+        mode = StatementMode(statement)
+    except ValueError:
+        raise InputError(f"--statement: one of stdin, file, got {statement!r}") from None
+    predictions = Path(out) if out else default_predictions(model)
+    if predictions.suffix != ".jsonl":
+        raise InputError(f"--out {predictions}: a .jsonl file (SWE-bench's predictions, one per line)")
+    if predictions.is_dir():
+        raise InputError(f"--out {predictions}: is a folder, not a predictions file")
+    return mode, predictions.absolute()
 
 
 def _clones(
