@@ -94,8 +94,13 @@ def checkout(instance: TaskInstance, clone: Path, dest: Path) -> Checkout:
         raise InputError(f"{instance.instance_id}: base commit {base} is not in the source's clone {clone}")
     tar, stubbed = gitops.snapshot(clone, base)
     dest.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
-        archive.extractall(dest, filter="tar")
+    try:
+        with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+            archive.extractall(dest, filter="tar")
+    except tarfile.TarError as exc:
+        raise PbenchError(
+            f"{instance.instance_id}: the tree of {base} cannot be written to {dest}: {exc}"
+        ) from None
     when = gitops.git(["--git-dir", str(clone), "show", "-s", "--format=%cI", base]).stdout.decode().strip()
     base_tree = _tree_of(clone, base)
     with tempfile.TemporaryDirectory(prefix="pbench-checkout-") as home:

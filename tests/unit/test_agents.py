@@ -184,6 +184,31 @@ def test_the_time_limit_kills_the_agents_whole_process_group(tmp_path):
     assert log.startswith("started\n") and "stopped at the time limit of 1 s" in log
 
 
+def test_a_stop_asked_for_by_the_operator_stops_the_agent_and_its_group(tmp_path):
+    """Ctrl-C / SIGTERM (the stop every thread sees) ends a running agent and what it started, at once, and the
+    batch's thread raises Interrupted (never a prediction of a half-run agent)."""
+    import threading
+    import time
+
+    from tasks_lib.core import stopping
+
+    command = "sleep 300 & echo $! > child.pid; sleep 300"
+
+    def stop_once_started() -> None:
+        while not (tmp_path / "child.pid").exists():
+            time.sleep(0.05)
+        stopping.request_stop()
+
+    threading.Thread(target=stop_once_started, daemon=True).start()
+    try:
+        with pytest.raises(stopping.Interrupted):
+            run_command(command, tmp_path, dict(os.environ), None, Budget(300, 1000), tmp_path / "agent.log")
+    finally:
+        stopping.reset()
+    status = Path(f"/proc/{int((tmp_path / 'child.pid').read_text())}/status")
+    assert not status.exists() or "State:\tZ" in status.read_text()
+
+
 def test_output_over_the_cap_is_dropped_from_the_log_not_fatal(tmp_path):
     """Budget: an agent that prints more than the cap keeps running to its end; the log holds the cap, then a
     note, and the run counts all it printed."""
