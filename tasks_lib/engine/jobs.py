@@ -29,6 +29,7 @@ RUNNER_FILES = (
     "pbench_witness.py",
     "pbench_configs.py",
     "pbench_tsconfig.py",
+    "pbench_warm.py",
 )
 FRONTEND_TOOL_FILES = ("playwright.pbench.config.mjs", "pbench-forward.mjs")
 SERVE_TIMEOUT_S = 120
@@ -130,6 +131,7 @@ def frontend_job(request: RunRequest, selection: list[str], global_timeout_ms: i
         "serve_command": fe.serve_command,
         "serve_url": f"http://localhost:{fe.serve_port}",
         "serve_timeout_s": SERVE_TIMEOUT_S,
+        "warm_up_s": fe.warm_up_s,
         "forward": [f"{backend.serve_port}=backend:{backend.serve_port}"],
         "env": dict(fe.env),
         "playwright_env": {
