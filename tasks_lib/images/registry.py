@@ -134,6 +134,18 @@ def _stream(chunks, what: str) -> dict:
     return aux
 
 
+@contextlib.contextmanager
+def _engine_refusal(what: str):
+    """The engine's refusal of a pull or push (a registry it cannot reach, an HTTPS registry it was told is
+    plain HTTP, ...) as a RegistryError, which a run logs before building the image itself."""
+    from docker.errors import DockerException
+
+    try:
+        yield
+    except DockerException as exc:
+        raise RegistryError(f"{what}: {exc}") from None
+
+
 @dataclass(frozen=True)
 class Transfer:
     tag: str
@@ -152,9 +164,12 @@ def pull(client, registry: Registry, tag: str, key: str | None = None) -> Transf
         return None
     repo, _, version = tag.rpartition(":")
     ref = registry.ref(tag)
-    _stream(client.api.pull(registry.ref(repo), tag=version, stream=True, decode=True), f"pull {ref}")
-    client.api.tag(ref, repo, version)
-    client.api.remove_image(ref, noprune=True)  # only the plain tag stays: the registry's name is an address
+    with _engine_refusal(f"pull {ref}"):
+        _stream(client.api.pull(registry.ref(repo), tag=version, stream=True, decode=True), f"pull {ref}")
+        client.api.tag(ref, repo, version)
+        client.api.remove_image(
+            ref, noprune=True
+        )  # only the plain tag stays: the registry's name is an address
     image = client.images.get(tag)
     found = (image.labels or {}).get(KEY_LABEL)
     if key is not None and found != key:
@@ -172,13 +187,13 @@ def push(client, registry: Registry, tag: str) -> Transfer:
     repo, _, version = tag.rpartition(":")
     ref = registry.ref(tag)
     image_id = client.images.get(tag).id
-    client.api.tag(image_id, registry.ref(repo), version)
-    try:
-        aux = _stream(
-            client.api.push(registry.ref(repo), tag=version, stream=True, decode=True), f"push {ref}"
-        )
-    finally:
-        client.api.remove_image(ref, noprune=True)
+    with _engine_refusal(f"push {ref}"):
+        client.api.tag(image_id, registry.ref(repo), version)
+        try:
+            chunks = client.api.push(registry.ref(repo), tag=version, stream=True, decode=True)
+            aux = _stream(chunks, f"push {ref}")
+        finally:
+            client.api.remove_image(ref, noprune=True)
     return Transfer(tag, image_id, aux.get("Digest", ""), time.monotonic() - start)
 
 

@@ -103,7 +103,14 @@ def test_the_ledger_tells_each_engine_what_it_built_and_what_it_pulled(two_engin
 
 def test_ledger_rows_written_before_engines_were_recorded_are_the_default_engines(two_engines, tmp_path):
     (tmp_path / "build-logs").mkdir()
-    old = {"tag": "pbench/env-s-backend:a", "key": "a" * 64, "seconds": 12.0, "source": "s", "parent": "", "at": ""}
+    old = {
+        "tag": "pbench/env-s-backend:a",
+        "key": "a" * 64,
+        "seconds": 12.0,
+        "source": "s",
+        "parent": "",
+        "at": "",
+    }
     (tmp_path / "build-logs" / "builds.jsonl").write_text(json.dumps(old) + "\n")
     assert lineage.ledger_rows(this_engine=True)[0]["kind"] == "build"
     two_engines.setenv("DOCKER_HOST", "unix:///other.sock")
@@ -132,3 +139,24 @@ def test_the_verdict_cache_and_the_locks_can_move_to_shared_storage(monkeypatch,
 
     with gitops.file_lock("pbench_env-s-backend_a"):
         assert (tmp_path / "shared" / "locks" / "pbench_env-s-backend_a.lock").exists()
+
+
+def test_push_without_tags_sends_what_a_new_machine_needs_first(monkeypatch):
+    """`pbench images push` with no tag: the root filesystem, then base and Postgres, then the environment
+    images; never an image of the harness's that is no image of a run (a test's probe)."""
+    found = [
+        SimpleNamespace(tags=["pbench/env-s-backend:b", "pbench/env-s-backend:a"]),
+        SimpleNamespace(tags=["pbench/postgres:p"]),
+        SimpleNamespace(tags=["pbench/registry-probe:x"]),
+        SimpleNamespace(tags=["pbench/base:k"]),
+        SimpleNamespace(tags=["pbench/rootfs:bookworm"]),
+    ]
+    client = SimpleNamespace(images=SimpleNamespace(list=lambda filters=None: found))
+    monkeypatch.setattr(docker_client, "get", lambda: client)
+    assert lineage.harness_tags() == [
+        "pbench/rootfs:bookworm",
+        "pbench/base:k",
+        "pbench/postgres:p",
+        "pbench/env-s-backend:a",
+        "pbench/env-s-backend:b",
+    ]
