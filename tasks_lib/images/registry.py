@@ -236,7 +236,7 @@ def publish(client, registry: Registry, tags: list[str]) -> list[dict]:
         with gitops.file_lock(lock_name(tag)):
             mine = local_id(client, tag)
             if mine is None:
-                raise InputError(f"{tag}: no such image on this engine")
+                raise InputError(f"no such image on this engine: {tag}")
             remote = registry.manifest(tag)
             if remote is not None:
                 state = "present" if remote.config == mine else "differs"
