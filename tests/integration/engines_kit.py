@@ -1,4 +1,4 @@
-"""Two Docker engines as two hosts, one registry, one Dask cluster (issue 41): what test_registry.py and
+"""Two Docker engines as two hosts, one registry, one Dask cluster (issue 41): what test_registry_two_engines.py and
 benchmarks/two_engines.py start and stop. The services themselves are `./dev registry` and `./dev engine`, the
 set-up an operator runs (docs/operations.md, "Several machines").
 """

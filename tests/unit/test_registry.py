@@ -1,6 +1,6 @@
 """The registry of images (issue 41), without Docker: how PBENCH_REGISTRY is read, what the build ledger says per
 engine, and where the caches that machines may share live. The registry itself, two engines and the pulls are in
-tests/integration/test_registry.py."""
+tests/integration/test_registry_two_engines.py."""
 
 from __future__ import annotations
 
