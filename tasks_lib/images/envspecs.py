@@ -141,6 +141,8 @@ def backend_env_spec(
             f"source {source.name}: none of the lock files {list(spec.lock_files)} exist at this commit"
         )
     _check_python(source, contents)
+    if not spec.install_command:
+        _check_groups(source, contents)
     files = tuple((rel, contents.get(rel)) for rel in spec.dependency_files)
     return EnvSpec(
         source.name,
@@ -149,6 +151,47 @@ def backend_env_spec(
         files,
         system_packages=spec.system_packages,
     )
+
+
+def lock_groups(contents: Mapping[str, bytes | None]) -> set[str] | None:
+    """The dependency groups a uv lock records for its workspace's own packages (`[package.dev-dependencies]`
+    of the editable and virtual ones); None when there is no uv lock to read."""
+    import tomllib
+
+    found: set[str] | None = None
+    for rel, data in contents.items():
+        if not (rel.endswith("uv.lock") and data):
+            continue
+        try:
+            lock = tomllib.loads(data.decode("utf-8", "replace"))
+        except tomllib.TOMLDecodeError:
+            continue
+        found = found or set()
+        for package in lock.get("package", []):
+            source = package.get("source") or {}
+            if "editable" in source or "virtual" in source:
+                found |= set(package.get("dev-dependencies") or {})
+    return found
+
+
+def _check_groups(source: SourceRecord, contents: Mapping[str, bytes | None]) -> None:
+    """A group the record wants and the commit's pyproject.toml declares must be in the lock: `uv sync --frozen`
+    installs from the lock alone, and a lock written before the group (a stale lock at this commit) fails the
+    install. A clear reason before any build, not a failed build."""
+    spec: BackendSpec = source.backend
+    if spec.installer != "uv":
+        return
+    known = declared(spec, contents)
+    recorded = lock_groups(contents)
+    if known is None or recorded is None:
+        return
+    missing = [g for g in spec.groups if g in known[1] and g not in recorded]
+    if missing:
+        raise ImageBuildError(
+            f"source {source.name}: the uv.lock at this commit records no dependency group {', '.join(missing)} "
+            f"that {spec.prefix}pyproject.toml declares (the lock is out of step with it): "
+            "`uv sync --frozen` cannot install it"
+        )
 
 
 def lock_python(contents: Mapping[str, bytes | None]) -> str | None:

@@ -650,3 +650,28 @@ def test_a_warm_up_that_is_not_seconds_is_refused(tmp_path, value):
     with pytest.raises(SourceError) as err:
         load(tmp_path, ROOT.replace("[frontend]\n", f"[frontend]\nwarm_up_s = {value}\n", 1))
     assert err.value.field == "frontend.warm_up_s" and "positive integer" in err.value.message
+
+
+def test_a_lock_without_a_group_its_pyproject_declares_is_refused_with_the_reason(tmp_path):
+    """Rule: `uv sync --frozen --group dev` reads the group from the lock; a lock written before the group was
+    declared (langflow #8536's head) fails the build. The spec says so before any build: the lock, the group,
+    the pyproject that declares it. A lock that records the group (or a commit that does not declare it) builds."""
+    source = load(tmp_path)
+    pyproject = b'[project]\nname = "g"\n[dependency-groups]\ndev = ["pytest"]\n'
+    stale = b"""version = 1
+requires-python = ">=3.11"
+
+[[package]]
+name = "g"
+version = "0.1"
+source = { editable = "." }
+"""
+    with pytest.raises(ImageBuildError) as err:
+        envspecs.backend_env_spec(source, {"uv.lock": stale, "pyproject.toml": pyproject})
+    assert "dependency group dev" in str(err.value) and "pyproject.toml" in str(err.value)
+    fresh = stale + b'\n[package.dev-dependencies]\ndev = [{ name = "pytest" }]\n'
+    spec = envspecs.backend_env_spec(source, {"uv.lock": fresh, "pyproject.toml": pyproject})
+    assert "--group dev" in spec.install
+    undeclared = b'[project]\nname = "g"\n'
+    spec = envspecs.backend_env_spec(source, {"uv.lock": stale, "pyproject.toml": undeclared})
+    assert "--group" not in spec.install
