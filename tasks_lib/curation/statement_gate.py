@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from tasks_lib.core import paths
 from tasks_lib.core.errors import InputError
+from tasks_lib.formats import patches
 from tasks_lib.formats.changed_tests import strip_params
 
 _WS = re.compile(r"\s+")
@@ -159,7 +160,13 @@ def test_names(instance: Mapping, r: Rules) -> set[str]:
 
 
 def _diff_files(diff: str) -> set[str]:
-    return {m.group(1) for m in re.finditer(r"(?m)^\+\+\+ b/(\S+)", diff or "")}
+    """Every path a diff touches (old and new, deleted files too), read as git writes them: a path with spaces
+    whole (`Youtube Analysis.spec.ts`), a quoted one unquoted. A diff the parser refuses falls back to its
+    `+++ b/` lines, each to its end."""
+    try:
+        return set(patches.changed_paths(diff or ""))
+    except patches.PatchFormatError:
+        return {m.group(1).rstrip() for m in re.finditer(r"(?m)^\+\+\+ b/([^\t\n]+)", diff or "")}
 
 
 def _patch_files(instance: Mapping) -> set[str]:

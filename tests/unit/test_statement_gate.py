@@ -60,6 +60,28 @@ def test_each_kind_of_leak_is_named(kind, statement):
     assert kind in {k for k, _ in verdict.findings}, verdict.findings
 
 
+def test_a_test_file_whose_path_has_spaces_is_named_whole():
+    """Rule: a test file is read from the diff as git writes it: `Youtube Analysis.spec.ts` whole (a statement
+    naming it leaks; the first word alone, "Youtube", is no file and does not), a quoted path unquoted."""
+    spec = (
+        "diff --git a/tests/Youtube Analysis.spec.ts b/tests/Youtube Analysis.spec.ts\nnew file mode 100644\n"
+        "--- /dev/null\n+++ b/tests/Youtube Analysis.spec.ts\n@@ -0,0 +1 @@\n+test('x', async () => {});\n"
+        'diff --git "a/tests/caf\\303\\251 menu.spec.ts" "b/tests/caf\\303\\251 menu.spec.ts"\n'
+        '--- "a/tests/caf\\303\\251 menu.spec.ts"\n+++ "b/tests/caf\\303\\251 menu.spec.ts"\n'
+        "@@ -1 +1 @@\n-a\n+b\n"
+    )
+    instance = _instance(GOOD) | {"test_patch": spec}
+    for named in (
+        "Youtube Analysis.spec.ts",
+        "tests/Youtube Analysis.spec.ts",
+        "the café menu.spec.ts suite",
+    ):
+        verdict = statement_gate.check(GOOD + f" See {named}.", instance)
+        assert "file" in {k for k, _ in verdict.findings}, (named, verdict.findings)
+    verdict = statement_gate.check(GOOD + " The Youtube component is unrelated.", instance)
+    assert "file" not in {k for k, _ in verdict.findings}, verdict.findings
+
+
 def test_a_hidden_test_class_is_a_hidden_test_name():
     """Rule: the pytest class that holds a hidden test (`path::TestX::test_y`, pytest collects `Test*` classes)
     names the hidden tests as much as the function does; a class-less id and other path parts name nothing."""
