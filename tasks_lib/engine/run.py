@@ -20,7 +20,7 @@ from tasks_lib.engine.stack import Stack, copy_logs, extract_out
 from tasks_lib.formats import playwright_report
 from tasks_lib.images import build as images
 from tasks_lib.protocol import wire
-from tasks_lib.sources import gitops
+from tasks_lib.sources import snapshots
 
 log = logging.getLogger(__name__)
 
@@ -74,17 +74,13 @@ def _run_tests(request: RunRequest, settings: Settings) -> RunResult:
     for stale in RESULT_FILES:
         (log_dir / stale).unlink(missing_ok=True)
     result = RunResult(status=RunStatus.INFRA_ERROR, log_dir=str(log_dir))
+    stack = Stack(docker_client.get(), uuid.uuid4().hex[:12])
+    stack.create_network(background=True)  # made while the images are looked up
     try:
         backend_image, image, spec = env_images(request, settings)
-    except ImageBuildError as exc:
-        result.status, result.error, result.blame = RunStatus.IMAGE_BUILD_FAILED, str(exc), Blame.HARNESS
-        return finish(result, log_dir, start)
-    result.image, result.image_id, result.image_built = image.tag, image.id, image.built
-    result.lock_sha = spec.lock_sha
-    result.timings["image_s"] = round(time.monotonic() - start, 3)
-    stack = Stack(docker_client.get(), uuid.uuid4().hex[:12])
-    try:
-        stack.create_network()
+        result.image, result.image_id, result.image_built = image.tag, image.id, image.built
+        result.lock_sha = spec.lock_sha
+        result.timings["image_s"] = round(time.monotonic() - start, 3)
         # The services start while the snapshot is taken and the side's containers are created, filled and
         # started; their runners set the tree up and wait at their gate until the services answer them, so no
         # code of the repository runs before (services_s: the launch plus the host's wait for them; the runner's
@@ -92,12 +88,15 @@ def _run_tests(request: RunRequest, settings: Settings) -> RunResult:
         t0 = time.monotonic()
         launched = services.launch_services(stack, request.source, settings, deadline)
         result.timings["services_s"] = round(time.monotonic() - t0, 3)
-        snapshot, result.stubbed_files = gitops.snapshot(request.repo, request.commit)
+        snapshot = snapshots.prepare(request.repo, request.commit)  # made once per commit, then reused
+        result.stubbed_files = list(snapshot.stubbed)
         side = _Side(stack, request, settings, deadline, timeout, result, snapshot, launched)
         if request.side == Side.FRONTEND:
             _run_frontend(side, backend_image, image)
         else:
             _run_backend(side, image)
+    except ImageBuildError as exc:
+        result.status, result.error, result.blame = RunStatus.IMAGE_BUILD_FAILED, str(exc), Blame.HARNESS
     except services.ServiceTimeout as exc:
         result.status, result.error, result.blame = RunStatus.INFRA_ERROR, str(exc), Blame.HARNESS
     except TimeoutError as exc:  # the backend-serve container never answered: its code had started
@@ -132,14 +131,13 @@ class _Side:
         return wait
 
     def start(self, image, role: str, env: dict, job: dict, frontend: bool, aliases=None):
-        """A sandbox of `job` created, filled and started: its runner sets the tree up (snapshot, patches,
-        protections), then waits at its gate until what its job awaits answers (`jobs.service_probes`). It may
-        start before the services' containers run: the gate's lookups of their names are bounded
-        (containers/runner/pbench_await.py)."""
+        """A sandbox of `job` created, filled (one archive: the job, the tree, its git seed, the tools) and
+        started: its runner sets the tree up (unpacked, committed, patched, protected), then waits at its gate
+        until what its job awaits answers (`jobs.service_probes`). It may start before the services'
+        containers run: the gate's lookups of their names are bounded (containers/runner/pbench_await.py)."""
         container = self.stack.sandbox(image.tag, role, env, self.settings, aliases=aliases)
         t0 = time.monotonic()
-        container.put_archive("/work/repo", self.snapshot)
-        container.put_archive("/pbench", jobs.archive(self.request, job, frontend))
+        container.put_archive("/pbench", jobs.archive(self.request, job, frontend, self.snapshot))
         if role == "tests":
             (self.log_dir / "job.json").write_text(jobs.trace(job))
             self.result.timings["copy_s"] = round(time.monotonic() - t0, 3)

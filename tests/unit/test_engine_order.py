@@ -36,7 +36,7 @@ class FakeStack:
     def __init__(self, events: list):
         self.events, self.containers = events, []
 
-    def create_network(self):
+    def create_network(self, background=False):
         self.events.append("network")
 
     def sandbox(self, image, role, env, settings, aliases=None):
@@ -57,7 +57,8 @@ def fake_engine(monkeypatch, tmp_path):
     monkeypatch.setattr(run, "env_images", lambda request, settings: (ref, ref, spec))
     monkeypatch.setattr(run.docker_client, "get", lambda: None)
     monkeypatch.setattr(run, "Stack", lambda client, run_id: FakeStack(events))
-    monkeypatch.setattr(run.gitops, "snapshot", lambda repo, commit: (events.append("snapshot") or b"", []))
+    snapshot = SimpleNamespace(stubbed=(), files=dict)
+    monkeypatch.setattr(run.snapshots, "prepare", lambda repo, commit: events.append("snapshot") or snapshot)
     monkeypatch.setattr(run, "_wait", lambda *a, **k: 0)
     monkeypatch.setattr(run, "copy_logs", lambda *a, **k: None)
     monkeypatch.setattr(run, "extract_out", lambda *a, **k: None)
