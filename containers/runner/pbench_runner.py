@@ -32,6 +32,8 @@ from pbench_proc import (  # noqa: E402
     OUT,
     TEST_GID,
     TEST_UID,
+    TOOL_GID,
+    TOOL_UID,
     EvidenceChannel,
     OutputBudget,
     Untrusted,
@@ -53,6 +55,7 @@ from pbench_protocol import (  # noqa: E402
 
 IN = Path("/pbench/in")
 STAGE = Path("/pbench/stage")  # where the test user's runner writes its reports (made just before the tests)
+REFS = Path("/pbench/refs")  # the audit's reference code, written by the tool user (pbench_refs.py)
 TOOLS = Path(__file__).parent
 TEST_HOME = Path("/tmp/pbench-home")
 BASE_TAG = protect.BASE_TAG
@@ -378,7 +381,9 @@ class Run:
                 self.timings["prestart_s"] = round(time.monotonic() - t0, 3)
                 return False
         self.timings["prestart_s"] = round(time.monotonic() - t0, 3)
-        if self.job.get("prestart") or self.servers is not None:  # otherwise no code of the repository has run
+        if (
+            self.job.get("prestart") or self.servers is not None
+        ):  # otherwise no code of the repository has run
             self.result["tampering"] += self.guard.scan("after the prestart steps")
         return True
 
@@ -417,8 +422,11 @@ class Run:
         env["PBENCH_PROTECTED_JSON"] = str(TOOLS / "protected.json")
         if self.job.get("pytest_plugins") is not None:
             env["PBENCH_PYTEST_PLUGINS"] = json.dumps(self.job["pytest_plugins"])
+        refs = self.start_references(cmd[0], test.get("selection", []), env)
         phase(Phase.TESTS)
         code, secs = run_untrusted(cmd, self.workdir, OUT / "test.log", env, self.budget, channel=channel)
+        if refs is not None:  # done long before, or killed with everything else the tests left
+            refs.close(refs.poll())
         self.result["test"] = {
             "command": cmd,
             "exit_code": code,
@@ -427,6 +435,20 @@ class Run:
             "evidence_messages": channel.messages,
         }
         self.timings["test_s"] = secs
+
+    def start_references(self, interpreter: str, selection: list[str], env: dict):
+        """The launcher audit's reference code of the graded test files and the conftests on their way,
+        compiled by pbench_refs.py as the tool user beside the tests (the folder and the process are named to
+        the launcher in `env`). None when there is nothing to compile."""
+        files = reference_files(self.repo, self.workdir, selection, self.guard.protected)
+        if not files:
+            return None
+        folder = fresh_dir(REFS, uid=TOOL_UID, gid=TOOL_GID)
+        refs_env = {k: v for k, v in self.env.items() if not k.startswith("PYTHON")}
+        cmd = [interpreter, "-I", str(TOOLS / "pbench_refs.py"), str(folder), *files]
+        refs = Untrusted(cmd, "/", OUT / "refs.log", refs_env, self.budget, uid=TOOL_UID, gid=TOOL_GID)
+        env["PBENCH_REFS_DIR"], env["PBENCH_REFS_PID"] = str(folder), str(refs.proc.pid)
+        return refs
 
     def playwright(self):
         import pbench_frontend
@@ -454,6 +476,24 @@ class Run:
 # tsconfig and package protections in `Run.freeze`, its dev server in `Run.serve_early`.
 TEST_RUNNERS = {"pytest": Run.pytest, "playwright": Run.playwright}
 WITNESS_PLANS = {"pytest": "plan_pytest", "playwright": "plan_spec"}
+
+
+def reference_files(repo: Path, workdir: Path, selection: list[str], protected) -> list[str]:
+    """The protected Python files the audit will compare the most code with (absolute paths, as pytest names
+    its modules): the selected test files and the conftest.py files of the folders from the repository down to
+    them. Any other file's reference the launcher compiles itself."""
+    files: dict[str, None] = {}
+    for arg in selection:
+        path = workdir / arg.split("::", 1)[0]
+        try:
+            rel = path.resolve().relative_to(repo)
+        except (OSError, ValueError):
+            continue
+        for depth in range(len(rel.parts)):
+            folder = Path(*rel.parts[:depth])
+            files[str(folder / "conftest.py")] = None
+        files[str(rel)] = None
+    return [str(repo / rel) for rel in files if rel.endswith(".py") and rel in protected]
 
 
 def pytest_command(test: dict, env: dict, workdir: Path, repo: Path):

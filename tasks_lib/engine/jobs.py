@@ -32,6 +32,7 @@ RUNNER_FILES = (
     "pbench_witness.py",
     "pbench_configs.py",
     "pbench_tsconfig.py",
+    "pbench_refs.py",
 )
 FRONTEND_TOOL_FILES = ("playwright.pbench.config.mjs", "pbench-forward.mjs")
 SERVE_TIMEOUT_S = 120
