@@ -273,7 +273,8 @@ source = { url = "https://example.com/nover.whl" }
         # A package whose head is not the one uv writes (a comment in it): the whole lock is parsed.
         UV_LOCK.replace('name = "nover"\n', '# hand-edited\nname = "nover"\n'),
         # The same name twice: the later table wins, as in the parsed lock.
-        UV_LOCK + '\n[[package]]\nname = "fastapi"\nversion = "0.116.0"\nsource = { url = "https://x/f.whl" }\n',
+        UV_LOCK
+        + '\n[[package]]\nname = "fastapi"\nversion = "0.116.0"\nsource = { url = "https://x/f.whl" }\n',
         "version = 1\n[[package]\nname = 'broken'\n",
     ],
 )
