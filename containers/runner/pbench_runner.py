@@ -345,6 +345,21 @@ class Run:
         )
         fresh_dir(TEST_HOME)
 
+    def wait_for_go(self) -> bool:
+        """A run made ahead (the job's `go`: the host started it while another run's tests ran) waits here,
+        its tree set up and frozen, no code of the repository run, until the host says "go" on its standard
+        input; False when the host closed it instead (the run is not wanted). Standard input is /dev/null from
+        here on."""
+        if not self.job.get("go"):
+            return True
+        t0 = time.monotonic()
+        line = sys.stdin.buffer.readline()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        self.timings["go_wait_s"] = round(time.monotonic() - t0, 3)
+        return line.strip() == b"go"
+
     def serve_early(self) -> None:
         """A frontend run without prestart steps starts its dev server now, while the gate waits for the
         backend server: nothing it would wait for changes the tree the dev server serves. From here on the
@@ -544,6 +559,8 @@ def main() -> int:
     if not run_.patches():
         return run_.finish(RunnerStatus.PATCH_APPLY_FAILED)
     run_.freeze()
+    if not run_.wait_for_go():
+        return 0  # the host let the staged run go: nobody reads a result
     run_.serve_early()
     run_.await_gate()
     if not run_.prestart():

@@ -122,9 +122,18 @@ class Stack:
             return None
         return {self.net().name: self.client.api.create_endpoint_config(aliases=list(aliases))}
 
-    def sandbox(self, image: str, role: str, env: dict[str, str], settings: Settings, aliases=None):
+    def sandbox(
+        self,
+        image: str,
+        role: str,
+        env: dict[str, str],
+        settings: Settings,
+        aliases=None,
+        stdin: bool = False,
+    ):
         """A container for untrusted code: the task's private network only, limits, no capabilities for the
-        code of the repository (the runner drops to unprivileged users before running any of it)."""
+        code of the repository (the runner drops to unprivileged users before running any of it). `stdin`:
+        its standard input open to the host, for the go of a run made ahead (`go`)."""
         container = self.client.containers.create(
             image,
             command=RUNNER_COMMAND,
@@ -149,9 +158,25 @@ class Stack:
             security_opt=["no-new-privileges"],
             log_config=LOG_CONFIG,
             init=True,
+            stdin_open=stdin,
         )
         self.containers.append(container)
         return container
+
+    def go(self, container) -> None:
+        """Tell the runner of a run made ahead to go on (one line on its standard input; it reads no more). A
+        container that has already exited (its patch did not apply) has nothing to be told."""
+        import docker.errors
+
+        try:
+            sock = self.client.api.attach_socket(container.id, params={"stdin": 1, "stream": 1})
+        except docker.errors.APIError:
+            return
+        try:
+            raw = getattr(sock, "_sock", sock)
+            raw.sendall(b"go\n")
+        finally:
+            sock.close()
 
     def retire(self, container, before=None) -> None:
         """Remove `container` in the background now (after `before(container)`, e.g. a copy of its log): a
