@@ -50,6 +50,11 @@ def run_tests(request: RunRequest, settings: Settings | None = None) -> RunResul
         with staged.holding():
             side = staged.side()
             if side is not None:
+                try:
+                    stopping.check()  # a stop asked for meanwhile: the run made ahead goes too
+                except BaseException:
+                    side.stack.close()
+                    raise
                 return _run_tests(request, settings, side)
     staging.discard()  # runs made ahead that nobody took must not hold the slots this run waits for
     with limits.docker_slot(request.label or "run"):

@@ -211,7 +211,8 @@ def stage(
     """Make ahead, in the background, the first engine run `score_instance` will start for this prediction
     (`engine.staging`): while another instance's tests run, the next one's containers are made and its runner
     sets its tree up. Nothing when the verdict needs no run (refused, cached), an image would have to be built,
-    or the first side is a frontend one. Never writes the trace folder (the scoring does, when it runs)."""
+    or the first side is a frontend one. Writes nothing to the trace folder that the scoring would not write
+    the same (a refused patch's reason): the run's files go there when the run goes."""
     job = _Scoring.of(instance, prediction, source, repo, trace_dir, settings)
     try:
         with images.lookup_only():

@@ -288,3 +288,19 @@ def test_an_evaluation_stages_the_next_instance_only_with_a_spare_slot(monkeypat
     assert ahead.after("c") and ahead.after("a") and not ahead.after("b")
     assert staged == ["a", "b"]
     assert not runs.Ahead(plan, ["c", "a", "b"], workers=2).after("c") and staged == ["a", "b"]
+
+
+def test_a_stop_asked_for_meanwhile_removes_the_run_made_ahead(staged_engine, tmp_path):
+    from tasks_lib.core import stopping
+
+    events, staging = staged_engine
+    request = _staged_request(tmp_path)
+    assert staging.stage(request)
+    staging._staged[staging.key(request)].side()
+    stopping.request_stop()
+    try:
+        with pytest.raises(stopping.Interrupted):
+            run.run_tests(request)
+    finally:
+        stopping.reset()
+    assert events[-1] == "close" and "go tests" not in events
