@@ -56,9 +56,24 @@ def run_tests(request: RunRequest, settings: Settings | None = None) -> RunResul
                     side.stack.close()
                     raise
                 return _run_tests(request, settings, side)
-    staging.discard()  # runs made ahead that nobody took must not hold the slots this run waits for
-    with limits.docker_slot(request.label or "run"):
+    with _slot(request.label or "run"):
         return _run_tests(request, settings)
+
+
+@contextlib.contextmanager
+def _slot(label: str):
+    """A Docker slot for a run: a free one at once, else, runs made ahead that nobody took removed first (they
+    must not hold the slots this run waits for), the next one that frees up."""
+    free, fd = limits.free_docker_slot(label)
+    if free:
+        try:
+            yield
+        finally:
+            limits.release_docker_slot(fd)
+        return
+    staging.discard()
+    with limits.docker_slot(label):
+        yield
 
 
 def env_images(

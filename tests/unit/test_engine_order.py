@@ -304,3 +304,22 @@ def test_a_stop_asked_for_meanwhile_removes_the_run_made_ahead(staged_engine, tm
     finally:
         stopping.reset()
     assert events[-1] == "close" and "go tests" not in events
+
+
+def test_a_run_made_ahead_for_another_request_is_kept_while_a_slot_is_free(
+    staged_engine, monkeypatch, tmp_path
+):
+    """A run that has no staged run of its own takes a free slot and leaves the others' alone (a fullstack
+    instance's second side must not throw away the next instance's run); with no slot free, they go first."""
+    from tasks_lib.core import limits
+
+    events, staging = staged_engine
+    ahead = _staged_request(tmp_path)
+    assert staging.stage(ahead)
+    other = _staged_request(tmp_path, diff="diff --git a/y b/y\n")
+    run.run_tests(other)
+    assert staging.take(ahead) is not None
+    assert staging.stage(other)
+    monkeypatch.setattr(limits, "free_docker_slot", lambda label="run": (False, None))
+    run.run_tests(ahead)
+    assert staging.take(other) is None  # removed to free its slot
