@@ -14,13 +14,83 @@ from tasks_lib.core.errors import InputError
 
 @images_app.command("bootstrap")
 def images_bootstrap():
-    """Build (or find) the base and Postgres images. A second call builds nothing."""
+    """Build (or find) the base and Postgres images. A second call builds nothing. With PBENCH_REGISTRY: pulled
+    from the registry when it holds them, and pushed to it when it does not."""
+    from tasks_lib.core import docker_client
+    from tasks_lib.core.config import Settings
     from tasks_lib.images import build as images
+    from tasks_lib.images import registry
 
-    refs = images.bootstrap(say=lambda m: console.print(f"[dim]{m}[/dim]"))
+    settings = Settings.from_env()
+    refs = images.bootstrap(settings, say=lambda m: console.print(f"[dim]{m}[/dim]"))
     for name, ref in refs.items():
-        state = f"built in {ref.seconds:.0f}s" if ref.built else "cached"
+        state = f"pulled in {ref.seconds:.0f}s" if ref.pulled else "cached"
+        state = f"built in {ref.seconds:.0f}s" if ref.built else state
         console.print(f"{name:9} {ref.tag}  {ref.id[:19]}  {state}")
+    remote = registry.of(settings)
+    if remote is not None:
+        rootfs = f"{images.ROOTFS_REPO}:{settings.debian_suite}"
+        tags = [rootfs, refs["base"].tag, refs["postgres"].tag]
+        _print_transfers(registry.publish(docker_client.get(), remote, tags), remote.address)
+
+
+def _registry(settings):
+    from tasks_lib.images import registry
+
+    remote = registry.of(settings)
+    if remote is None:
+        raise InputError("PBENCH_REGISTRY is not set: name the registry (host:port) of the harness's images")
+    return remote
+
+
+def _print_transfers(rows: list[dict], address: str) -> None:
+    for row in rows:
+        what = {
+            "pushed": f"pushed to {address} in {row['seconds']:.1f}s",
+            "pulled": f"pulled from {address} in {row['seconds']:.1f}s",
+            "present": "present" + ("" if row["digest"] else " here"),
+            "differs": f"NOT pushed: {address} holds another image under this tag",
+            "missing": f"not in {address}",
+        }[row["state"]]
+        typer.echo(f"{row['tag']}\t{row['id'][:19] or '-'}\t{what}\t{row['digest'] or '-'}")
+
+
+@images_app.command("push")
+def images_push(
+    tags: list[str] = typer.Argument(
+        None, help="Images to push (pbench/env-demo-backend:<key>); none: every image of the harness here."
+    ),
+):
+    """Push this engine's images to the registry (PBENCH_REGISTRY) where it lacks them, the base images first.
+    A tag the registry holds with another image is left as it is (exit 1)."""
+    from tasks_lib.core import docker_client
+    from tasks_lib.core.config import Settings
+    from tasks_lib.images import lineage, registry
+
+    remote = _registry(Settings.from_env())
+    rows = registry.publish(docker_client.get(), remote, tags or lineage.harness_tags())
+    _print_transfers(rows, remote.address)
+    if any(r["state"] == "differs" for r in rows):
+        raise typer.Exit(ExitCode.NOT_RESOLVED)
+
+
+@images_app.command("pull")
+def images_pull(
+    tags: list[str] = typer.Argument(
+        ..., help="Images to pull by their content tags (pbench/env-demo-backend:<key>)."
+    ),
+):
+    """Pull images from the registry (PBENCH_REGISTRY) into this engine (a run pulls what it needs by itself;
+    this warms a new machine). Exit 1 when the registry lacks one."""
+    from tasks_lib.core import docker_client
+    from tasks_lib.core.config import Settings
+    from tasks_lib.images import registry
+
+    remote = _registry(Settings.from_env())
+    rows = registry.fetch(docker_client.get(), remote, tags)
+    _print_transfers(rows, remote.address)
+    if any(r["state"] == "missing" for r in rows):
+        raise typer.Exit(ExitCode.NOT_RESOLVED)
 
 
 @images_app.command("list")
@@ -48,18 +118,21 @@ def images_usage(
     from tasks_lib.images import lineage as image_lineage
 
     if per_image:
-        typer.echo("source\tside\ttag\tparent\tsize MB\tadds MB\tbuild s (ledger)\tbuilt at")
+        typer.echo("source\tside\ttag\tparent\tsize MB\tadds MB\tbuild s (ledger)\tbuilt at\tpull s (ledger)")
         for r in image_lineage.image_rows():
+            pull_s = f"{r['pull_s']:.1f}" if r["pulled"] else "-"
             typer.echo(
                 f"{r['source']}\t{r['side']}\t{r['tag']}\t{r['parent'] or '-'}\t{r['size_mb']:.0f}\t{r['adds_mb']:.0f}\t"
-                f"{r['build_s']:.0f}\t{r['built_at'] or '-'}"
+                f"{r['build_s']:.0f}\t{r['built_at'] or '-'}\t{pull_s}"
             )
         return
-    typer.echo("source\tside\timages\tdelta\tdisk MB (beyond the base image)\tbuild s (ledger)")
+    typer.echo(
+        "source\tside\timages\tdelta\tdisk MB (beyond the base image)\tbuild s (ledger)\tpulled\tpull s (ledger)"
+    )
     for row in images.usage():
         typer.echo(
             f"{row['source']}\t{row['side']}\t{row['images']}\t{row['delta']}\t{row['unique_mb']:.0f}\t"
-            f"{row['build_s']:.0f}"
+            f"{row['build_s']:.0f}\t{row['pulled']}\t{row['pull_s']:.0f}"
         )
 
 
@@ -81,7 +154,8 @@ def images_env(
     sha = gitops.resolve(repo, commit)
     spec = images.backend_env_spec(src, images.dependency_contents(src, repo, sha))
     ref = images.ensure_env_image(spec)
-    state = f"built in {ref.seconds:.0f}s, log {ref.log_path}" if ref.built else "cached"
+    state = f"pulled in {ref.seconds:.0f}s" if ref.pulled else "cached"
+    state = f"built in {ref.seconds:.0f}s, log {ref.log_path}" if ref.built else state
     typer.echo(f"{ref.tag}  lock {spec.lock_sha[:23]}  {state}")
 
 

@@ -16,7 +16,7 @@ import sys
 import typer
 from rich.markup import escape
 
-from cli import corpus, evaluate, ops, report  # noqa: F401  (their commands register on the app)
+from cli import agent, corpus, evaluate, ops, report  # noqa: F401  (their commands register on the app)
 from cli.app import app, console
 from tasks_lib.core.constants import ExitCode
 from tasks_lib.core.errors import InputError, PbenchError

@@ -25,6 +25,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -206,7 +207,8 @@ def _tool_dirs() -> dict[str, Path]:
 
 def start_servers(run, out: Path) -> tuple[list, Untrusted | None]:
     """The forward to the backend and the repository's dev server, started (not awaited): every process, and
-    the server among them."""
+    the server among them. With the source's `warm_up_s`, the walk of the server's module graph
+    (pbench_warm.py, as the tool user) starts too: it waits for the server itself, and Playwright for it."""
     fe = run.job["frontend"]
     procs = []
     if fe.get("forward"):
@@ -233,6 +235,23 @@ def start_servers(run, out: Path) -> tuple[list, Untrusted | None]:
             on_exceeded=kill_all_others,
         )
         procs.append(server)
+        if fe.get("warm_up_s") and fe.get("serve_url"):
+            run.warming = Untrusted(
+                [
+                    "/usr/bin/python3",
+                    "-I",
+                    str(TOOLS / "pbench_warm.py"),
+                    fe["serve_url"],
+                    str(fe["warm_up_s"]),
+                ],
+                "/",
+                out / "warm.log",
+                {k: os.environ[k] for k in ("PATH", "LANG") if k in os.environ},
+                run.budget,
+                uid=TOOL_UID,
+                gid=TOOL_GID,
+            )
+            procs.append(run.warming)
     return procs, server
 
 
@@ -252,6 +271,14 @@ def run_playwright(run, out: Path, started: tuple[list, Untrusted | None] | None
                 record["exit_code"] = 3
                 return record
         timings["serve_s"] = round(time.monotonic() - t0, 3)
+        warming = getattr(run, "warming", None)
+        if warming is not None:  # it ends by its own budget; most of it passed while the backend started
+            t1 = time.monotonic()
+            try:
+                warming.wait(float(fe["warm_up_s"]) + 15)
+            except subprocess.TimeoutExpired:
+                warming.stop()
+            timings["warm_wait_s"] = round(time.monotonic() - t1, 3)
         run.result["tampering"] += run.guard.scan("after the frontend server started")
         record.update(_playwright(run, fe, out))
         timings["playwright_s"] = record["seconds"]

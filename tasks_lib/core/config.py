@@ -20,6 +20,9 @@ class Settings:
     registry_base_image: str | None
     debian_suite: str
     debian_mirror: str
+    # The registry of the harness's images (host:port), shared by every machine: pulled before a build, pushed
+    # after one (tasks_lib/images/registry.py). None: every engine builds its own images.
+    registry: str | None
     # Builds (never test containers) may reach package registries; these reach the build.
     extra_ca_bundle: Path | None
     pip_index_url: str | None
@@ -42,6 +45,7 @@ class Settings:
             registry_base_image=_env("PBENCH_BASE_IMAGE", "debian:bookworm-slim"),
             debian_suite=_env("PBENCH_DEBIAN_SUITE", "bookworm"),
             debian_mirror=_env("PBENCH_DEBIAN_MIRROR", "http://deb.debian.org/debian"),
+            registry=_env("PBENCH_REGISTRY"),
             extra_ca_bundle=Path(ca) if ca else None,
             pip_index_url=_env("PBENCH_PIP_INDEX_URL", _env("PIP_INDEX_URL")),
             npm_registry=_env("PBENCH_NPM_REGISTRY", _env("npm_config_registry")),

@@ -69,6 +69,17 @@ class RunStatus(StrEnum):
     INFRA_ERROR = "infra_error"
 
 
+class AgentOutcome(StrEnum):
+    """What happened to one agent run of `pbench agent run` (before any scoring). Every outcome but
+    `harness_error` leaves a prediction: the diff of what the agent left in its checkout, possibly empty."""
+
+    COMPLETED = "completed"  # the command exited 0
+    FAILED = "failed"  # it exited non-zero (or was killed by a signal of its own)
+    TIMEOUT = "timeout"  # stopped at the time limit
+    DIFF_FAILED = "diff_failed"  # its change could not be read back (it broke the checkout's .git): empty
+    HARNESS_ERROR = "harness_error"  # the checkout could not be made: no prediction, a rerun tries again
+
+
 class Outcome(StrEnum):
     """Per-test outcome, as pytest (or Playwright) reports it."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 from tasks_lib.core.config import Settings
@@ -31,3 +32,9 @@ def reset() -> None:
     global _client
     with _lock:
         _client = None
+
+
+def engine() -> str:
+    """Which engine this process talks to: `DOCKER_HOST`, or "" for the default socket. Several engines may
+    serve one machine (a Dask worker per engine): the build ledger and a verdict's `executed_by` name it."""
+    return os.environ.get("DOCKER_HOST", "")

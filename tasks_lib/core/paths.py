@@ -24,6 +24,18 @@ def cache_dir() -> Path:
     return Path(os.environ.get("PBENCH_CACHE_DIR", data_dir() / "cache"))
 
 
+def verdicts_dir() -> Path:
+    """The verdict cache (PBENCH_VERDICT_DIR moves it, e.g. to the output store every worker machine shares:
+    its keys hold the image id, the image's content digest, the same on every engine that pulled the image)."""
+    return Path(os.environ.get("PBENCH_VERDICT_DIR", cache_dir() / "verdicts"))
+
+
+def locks_dir() -> Path:
+    """The file locks of clones and image builds (PBENCH_LOCK_DIR moves them: a folder every machine reaches
+    makes an image's build, pull and push one at a time in the whole cluster)."""
+    return Path(os.environ.get("PBENCH_LOCK_DIR", cache_dir() / "locks"))
+
+
 def sources_dir() -> Path:
     return data_dir() / "sources"
 

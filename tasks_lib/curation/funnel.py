@@ -73,7 +73,8 @@ def markdown(out: Path) -> str:
                 f"Curation wall time, every run of the season counted ({runs}, interrupted ones included; image "
                 f"builds, rejected PRs and the offline stages in it): {wall / 3600:.2f} h ({per})."
             )
-        lines += ["", _table(extraction, prs, valid_ids, rejected_by)]
+        domains = dict(zip(verdicts["number"], verdicts["stack_domain"], strict=False))
+        lines += ["", _table(extraction, prs, domains, valid_ids, rejected_by)]
     else:
         lines += ["", "No PR extracted yet."]
     return "\n".join(lines) + "\n"
@@ -108,18 +109,22 @@ def _wall(out: Path) -> tuple[float, int]:
     return sum(float(r["wall_s"]) for r in rows), len(rows)
 
 
-def _count(row, kind: str) -> int:
-    """Tests of both sides (an extraction.parquet of before 0.3 names the backend's `fail_to_pass`)."""
+def _count(row, kind: str) -> str:
+    """Tests per runner, `backend + frontend` (pytest + Playwright); one number for a PR with one side's tests
+    (an extraction.parquet of before 0.3 names the backend's `fail_to_pass`)."""
     backend = getattr(row, f"backend_{kind}", getattr(row, kind, None))
     frontend = getattr(row, f"frontend_{kind}", None)
-    return sum(len(x) for x in (backend, frontend) if x is not None)
+    b, f = (len(x) if x is not None else 0 for x in (backend, frontend))
+    return f"{b} + {f}" if f else str(b)
 
 
-def _table(extraction, prs, valid_ids: set, rejected_by: dict) -> str:
+def _table(extraction, prs, domains: dict, valid_ids: set, rejected_by: dict) -> str:
     titles = dict(zip(prs["number"], prs["title"], strict=False))
     rows = [
-        "| PR | title | extraction | F2P | P2P | scope files | s | instance / reason |",
-        "|---|---|---|---|---|---|---|---|",
+        "F2P and P2P count pytest tests, `+` Playwright tests when a PR has both.",
+        "",
+        "| PR | title | domain | extraction | F2P | P2P | scope files | s | instance / reason |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in extraction.sort_values("number", ascending=False).itertuples():
         f2p, p2p = _count(r, "fail_to_pass"), _count(r, "pass_to_pass")
@@ -132,7 +137,8 @@ def _table(extraction, prs, valid_ids: set, rejected_by: dict) -> str:
         files = getattr(r, "test_scope", None)
         scope = len(files) if files is not None and len(files) else "suite"
         rows.append(
-            f"| #{r.number} | {_short(titles.get(r.number, ''), 50)} | {r.status} | {f2p} | {p2p} | {scope} "
+            f"| #{r.number} | {_short(titles.get(r.number, ''), 50)} | {domains.get(r.number) or ''} | {r.status} "
+            f"| {f2p} | {p2p} | {scope} "
             f"| {r.duration_s:.0f} | {verdict} |"
         )
     return "\n".join(rows)

@@ -33,6 +33,7 @@ RUNNER_FILES = (
     "pbench_configs.py",
     "pbench_tsconfig.py",
     "pbench_refs.py",
+    "pbench_warm.py",
 )
 FRONTEND_TOOL_FILES = ("playwright.pbench.config.mjs", "pbench-forward.mjs")
 SERVE_TIMEOUT_S = 120
@@ -140,6 +141,7 @@ def frontend_job(request: RunRequest, selection: list[str], global_timeout_ms: i
         "serve_command": fe.serve_command,
         "serve_url": f"http://localhost:{fe.serve_port}",
         "serve_timeout_s": SERVE_TIMEOUT_S,
+        "warm_up_s": fe.warm_up_s,
         "forward": [f"{backend.serve_port}=backend:{backend.serve_port}"],
         "env": dict(fe.env),
         "playwright_env": {

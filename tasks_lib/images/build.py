@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import json
 import logging
 import shutil
 import subprocess
@@ -21,6 +20,7 @@ from pathlib import Path
 from tasks_lib.core import docker_client, paths, stopping
 from tasks_lib.core.config import Settings
 from tasks_lib.core.errors import ImageBuildError, InfraError, InputError
+from tasks_lib.images import registry
 
 # What an environment image is made of lives in tasks_lib/images/envspecs.py; re-exported here, where images are built.
 from tasks_lib.images.envspecs import (  # noqa: F401
@@ -35,24 +35,27 @@ from tasks_lib.images.envspecs import (  # noqa: F401
     sha256_bytes,
 )
 from tasks_lib.images.lineage import (  # noqa: F401  (labels and usage re-exported where images live)
+    BASE_REPO,
     DEPTH_LABEL,
     ENV_REPO_PREFIX,
     KEY_LABEL,
     MAX_DELTA_DEPTH,
     PACKAGES_LABEL,
     PARENT_LABEL,
+    POSTGRES_REPO,
     RECIPE_LABEL,
+    ROOTFS_REPO,
     SIDE_LABEL,
     SOURCE_LABEL,
     delta_parent,
     ledger,
+    list_images,
+    prune_env_images,
     usage,
 )
 from tasks_lib.sources import gitops
 
 log = logging.getLogger(__name__)
-
-ROOTFS_REPO = "pbench/rootfs"
 
 _LOOKUP_ONLY = contextvars.ContextVar("pbench_images_lookup_only", default=False)
 
@@ -77,18 +80,15 @@ def require_build(what: str) -> None:
         raise NotBuilt(what)
 
 
-BASE_REPO = "pbench/base"
-POSTGRES_REPO = "pbench/postgres"
-
-
 @dataclass(frozen=True)
 class ImageRef:
     tag: str
     id: str
     key: str
-    built: bool  # False when the image already existed (a cache hit)
+    built: bool  # False when the image already existed (a cache hit) or was pulled
     log_path: str | None = None
-    seconds: float = 0.0
+    seconds: float = 0.0  # of the build, or of the pull
+    pulled: bool = False  # from the registry (PBENCH_REGISTRY), not built here
 
 
 def _find(client, tag: str) -> str | None:
@@ -169,21 +169,29 @@ def _build_keyed(
     network=None,
     labels: Mapping[str, str] | None = None,
     parent=None,
+    remote: registry.Registry | None = None,
 ) -> ImageRef:
     """The image of `key`, built when missing. `network` (a context manager factory) gives the build its
     network: the egress proxy of environment images. `parent()` may name an image to build on (a delta
-    build: its `BASE` build argument and labels), asked only when a build is needed."""
+    build: its `BASE` build argument and labels), asked only when a build is needed. `remote`: the registry
+    to pull the image from before building it, and to push it to after."""
     tag = f"{repo}:{key[:16]}"
     existing = _find(client, tag)
     if existing:
         # Re-tagging refreshes LastTagTime: the "last used" that `pbench images prune` goes by.
         client.api.tag(existing, repo, key[:16])
         return ImageRef(tag, existing, key, built=False)
+    known = _known_remotely(remote, tag)
+    if known:  # a lookup-only question: the id a pull would give, without the pull
+        return ImageRef(tag, known, key, built=False)
     require_build(tag)
-    with gitops.file_lock(tag.replace("/", "_").replace(":", "_")):
+    with gitops.file_lock(registry.lock_name(tag)):
         existing = _find(client, tag)  # another process may have built it while we waited
         if existing:
             return ImageRef(tag, existing, key, built=False)
+        pulled = remote and registry.fetch_logged(client, remote, tag, key)
+        if pulled:
+            return ImageRef(tag, pulled.id, key, built=False, seconds=pulled.seconds, pulled=True)
         log_path = paths.cache_dir() / "build-logs" / f"{log_name}-{key[:16]}.log"
         start = time.monotonic()
         with (
@@ -212,7 +220,22 @@ def _build_keyed(
                         fh.write(f"# delta build on {extra[PARENT_LABEL]} (depth {extra.get(DEPTH_LABEL)})\n")
         seconds = time.monotonic() - start
         ledger(tag, key, seconds, extra)
+        if remote:
+            registry.publish_logged(client, remote, tag, key)
         return ImageRef(tag, image_id, key, built=True, log_path=str(log_path), seconds=seconds)
+
+
+def _known_remotely(remote: registry.Registry | None, tag: str) -> str:
+    """Under `lookup_only()` with a registry: the id of the image the registry holds under `tag` (its config's
+    digest: a pull gives that id), so that a cached verdict is found on a machine that never pulled the image.
+    "" otherwise, and when the registry lacks the tag or does not answer (the question then needs a run)."""
+    if remote is None or not _LOOKUP_ONLY.get():
+        return ""
+    try:
+        found = remote.manifest(tag)
+    except registry.RegistryError:
+        return ""
+    return found.config if found else ""
 
 
 def _log_egress(log_path: Path, requests: list[dict]) -> None:
@@ -238,28 +261,41 @@ def egress_requests(log_path: str | Path) -> list[tuple[str, str]]:
 # ----------------------------------------------------------------------------- base image
 
 
-def _rootfs(client, settings: Settings, say) -> str:
-    """The root filesystem image: pulled from a registry if possible, else debootstrapped here."""
+def _rootfs(client, settings: Settings, say, remote: registry.Registry | None) -> tuple[str, str]:
+    """(tag, id) of the root filesystem image: this engine's; else the harness's registry's (its id starts every
+    content key: engines that share it share their images); else a registry's Debian image; else debootstrapped
+    here (and pushed to the harness's registry)."""
     tag = f"{ROOTFS_REPO}:{settings.debian_suite}"
-    existing = _find(client, tag)
+    existing = _find(client, tag) or _known_remotely(remote, tag)
     if existing:
-        return tag
+        return tag, existing
     require_build(tag)
     with gitops.file_lock("rootfs"):
-        if _find(client, tag):
-            return tag
-        if settings.registry_base_image:
-            try:
-                say(f"pulling {settings.registry_base_image}")
-                image = client.images.pull(settings.registry_base_image)
-                image.tag(ROOTFS_REPO, settings.debian_suite)
-                return tag
-            except Exception as exc:  # no registry here is the normal case: fall through
-                say(
-                    f"pull of {settings.registry_base_image} failed ({type(exc).__name__}); bootstrapping locally"
-                )
-        _debootstrap_import(client, settings, tag, say)
-        return tag
+        if existing := _find(client, tag):
+            return tag, existing
+        pulled = remote and registry.fetch_logged(client, remote, tag, None)
+        if pulled:
+            say(f"pulled {tag} from {remote.address} in {pulled.seconds:.0f}s")
+            return tag, pulled.id
+        _rootfs_here(client, settings, say, tag)
+        if remote:
+            registry.publish_logged(client, remote, tag, "")
+        return tag, client.images.get(tag).id
+
+
+def _rootfs_here(client, settings: Settings, say, tag: str) -> None:
+    """The root filesystem from a public registry's Debian image, else debootstrapped here."""
+    if settings.registry_base_image:
+        try:
+            say(f"pulling {settings.registry_base_image}")
+            image = client.images.pull(settings.registry_base_image)
+            image.tag(ROOTFS_REPO, settings.debian_suite)
+            return
+        except Exception as exc:  # no registry here is the normal case: fall through
+            say(
+                f"pull of {settings.registry_base_image} failed ({type(exc).__name__}); bootstrapping locally"
+            )
+    _debootstrap_import(client, settings, tag, say)
 
 
 def _debootstrap_import(client, settings: Settings, tag: str, say) -> None:
@@ -305,17 +341,19 @@ def bootstrap(settings: Settings | None = None, say=log.info) -> dict[str, Image
     """Base and Postgres images; idempotent (a second call finds both tags and builds nothing)."""
     settings = settings or Settings.from_env()
     client = docker_client.get()
-    rootfs_tag = _rootfs(client, settings, say)
-    rootfs_id = client.images.get(rootfs_tag).id
+    remote = registry.of(settings)
+    rootfs_tag, rootfs_id = _rootfs(client, settings, say, remote)
     ctx = _base_context(settings)
     key = sha256_bytes(rootfs_id.encode(), *(k.encode() + v for k, v in sorted(ctx.items())))
-    base = _build_keyed(client, BASE_REPO, key, ctx, {"ROOTFS": rootfs_tag}, "base")
+    base = _build_keyed(client, BASE_REPO, key, ctx, {"ROOTFS": rootfs_tag}, "base", remote=remote)
     pg_ctx = {
         name: (paths.containers_dir() / "postgres" / name).read_bytes()
         for name in ("Dockerfile", "pg-entrypoint.sh", "pg-template.sh")
     }
     pg_key = sha256_bytes(base.id.encode(), *(k.encode() + v for k, v in sorted(pg_ctx.items())))
-    postgres = _build_keyed(client, POSTGRES_REPO, pg_key, pg_ctx, {"BASE": base.tag}, "postgres")
+    postgres = _build_keyed(
+        client, POSTGRES_REPO, pg_key, pg_ctx, {"BASE": base.tag}, "postgres", remote=remote
+    )
     return {"base": base, "postgres": postgres}
 
 
@@ -357,52 +395,5 @@ def ensure_env_image(spec: EnvSpec, settings: Settings | None = None) -> ImageRe
         network=lambda: egress.proxy(client, base.tag, settings),
         labels=labels,
         parent=parent,
+        remote=registry.of(settings),
     )
-
-
-def list_images() -> list[dict]:
-    client = docker_client.get()
-    out = []
-    for image in client.images.list(filters={"label": KEY_LABEL}):
-        out.append(
-            {
-                "tags": image.tags,
-                "id": image.id,
-                "key": image.labels.get(KEY_LABEL),
-                "size_mb": round(image.attrs.get("Size", 0) / 2**20, 1),
-            }
-        )
-    return sorted(out, key=lambda r: json.dumps(r["tags"]))
-
-
-def prune_env_images(older_than_days: float = 30.0, dry_run: bool = False) -> list[dict]:
-    """Remove environment images not used for `older_than_days` (base, rootfs and Postgres stay).
-
-    "Used" is the image's last tag time or creation, whichever is later; a run that needs a pruned image
-    rebuilds it from its lock (same key, same tag), so pruning never changes a verdict, only costs a build.
-    """
-    import datetime as dt
-
-    client = docker_client.get()
-    cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(days=older_than_days)
-    removed = []
-    for image in client.images.list(filters={"label": KEY_LABEL}):
-        if not any(t.startswith(ENV_REPO_PREFIX + "-") for t in image.tags):
-            continue
-        stamps = [image.attrs.get("Created", ""), (image.attrs.get("Metadata") or {}).get("LastTagTime", "")]
-        last = max(
-            dt.datetime.fromisoformat(s[:26].rstrip("Z") + "+00:00") for s in stamps if s and s[:4] > "0001"
-        )
-        if last >= cutoff:
-            continue
-        row = {
-            "tags": image.tags,
-            "id": image.id,
-            "last_used": last.isoformat(timespec="seconds"),
-            "size_mb": round(image.attrs.get("Size", 0) / 2**20, 1),
-        }
-        if not dry_run:
-            for tag in image.tags:
-                client.images.remove(tag, noprune=False)
-        removed.append(row)
-    return removed

@@ -1,11 +1,13 @@
 """Environment images built on each other, and what they cost: the delta-build parent of a new lock, the build
-ledger, disk and build time per source (`pbench images usage`)."""
+ledger, disk and build time per source (`pbench images usage`); the harness's images on this engine (list,
+prune)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import logging
+import socket
 import time
 from collections.abc import Mapping
 
@@ -15,6 +17,10 @@ log = logging.getLogger(__name__)
 
 KEY_LABEL = "io.prototypebench.key"
 ENV_REPO_PREFIX = "pbench/env"
+# What every environment image starts from, in the order a machine needs them (each keyed on the one before).
+ROOTFS_REPO = "pbench/rootfs"
+BASE_REPO = "pbench/base"
+POSTGRES_REPO = "pbench/postgres"
 
 # A delta build: the image of a new lock starts from the environment image of the same source and recipe
 # whose packages differ least, and the installer (uv sync, exact: it removes what the new lock lacks) installs
@@ -49,8 +55,12 @@ def delta_parent(client, spec, recipe: str, packages: set[str]) -> tuple[dict, d
     return {"BASE": tag}, {PARENT_LABEL: tag, DEPTH_LABEL: str(depth + 1)}
 
 
-def ledger(tag: str, key: str, seconds: float, labels: Mapping[str, str]) -> None:
-    """One line per image built (`pbench images usage` reads it): what, how long, on which parent."""
+def ledger(
+    tag: str, key: str, seconds: float, labels: Mapping[str, str], kind: str = "build", digest: str = ""
+) -> None:
+    """One line per image built, pulled from or pushed to the registry (`kind`; `pbench images usage` reads
+    it): what, how long, on which parent, by which engine (`DOCKER_HOST`, "" for the default one: several
+    engines may share a cache folder), the registry's digest of a pull or push."""
     row = {
         "tag": tag,
         "key": key,
@@ -58,16 +68,37 @@ def ledger(tag: str, key: str, seconds: float, labels: Mapping[str, str]) -> Non
         "source": labels.get(SOURCE_LABEL, ""),
         "parent": labels.get(PARENT_LABEL, ""),
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "kind": kind,
+        "engine": docker_client.engine(),
+        "host": socket.gethostname(),
     }
+    if digest:
+        row["digest"] = digest
     path = paths.cache_dir() / "build-logs" / "builds.jsonl"
-    with contextlib.suppress(OSError), open(path, "a") as fh:
-        fh.write(json.dumps(row) + "\n")
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as fh:
+            fh.write(json.dumps(row) + "\n")
+
+
+def ledger_rows(this_engine: bool = False) -> list[dict]:
+    """The ledger's rows in order (`kind` build, pull or push). `this_engine`: only this host's rows of the
+    engine this process talks to (rows written before engines were recorded count as the default engine's)."""
+    out = []
+    here = (socket.gethostname(), docker_client.engine())
+    with contextlib.suppress(OSError):
+        for line in (paths.cache_dir() / "build-logs" / "builds.jsonl").read_text().splitlines():
+            with contextlib.suppress(ValueError, TypeError):
+                row = {"kind": "build", "engine": "", "host": here[0], **json.loads(line)}
+                if not this_engine or (row["host"], row["engine"]) == here:
+                    out.append(row)
+    return out
 
 
 def image_rows() -> list[dict]:
     """One row per environment image on this machine: tag, source, side, the parent it was built on (delta),
-    the disk it adds (`adds_mb`) and its build time (this machine's ledger; 0 for an image built before the
-    ledger or on another machine).
+    the disk it adds (`adds_mb`), its build time and its pull time (this engine's rows of the ledger; 0 for an
+    image built before the ledger, or on another machine and pulled: its `pull_s`).
 
     `adds_mb` is the image's size beyond the longest run of leading layers it shares with an image of its
     source and side counted before it (in build order) or with an image the harness bootstraps (base,
@@ -77,12 +108,9 @@ def image_rows() -> list[dict]:
     run of layers is that of the image (intermediate ones of the legacy builder included) whose layers are
     exactly that run; where none is left, the longest shorter run that has one (counts more, never less)."""
     client = docker_client.get()
-    ledger_rows: dict[str, dict] = {}
-    with contextlib.suppress(OSError):
-        for line in (paths.cache_dir() / "build-logs" / "builds.jsonl").read_text().splitlines():
-            with contextlib.suppress(ValueError):
-                row = json.loads(line)
-                ledger_rows[row["tag"]] = row
+    mine = ledger_rows(this_engine=True)
+    built_by_tag = {r["tag"]: r for r in mine if r["kind"] == "build"}
+    pulled_by_tag = {r["tag"]: r for r in mine if r["kind"] == "pull"}
     every = client.images.list(all=True)
     size_of = {_layers(i): i.attrs.get("Size", 0) for i in every}
     harness = [_layers(i) for i in every if i.tags and not any(t.startswith(ENV_REPO_PREFIX) for t in i.tags)]
@@ -94,7 +122,8 @@ def image_rows() -> list[dict]:
             continue
         # Images built before these labels: source and side from the tag (pbench/env-<source>-<side>).
         named, _, side_of_tag = tags[0].split(":")[0][len(ENV_REPO_PREFIX) + 1 :].rpartition("-")
-        built = [ledger_rows[t] for t in tags if t in ledger_rows]
+        built = [built_by_tag[t] for t in tags if t in built_by_tag]
+        pulled = [pulled_by_tag[t] for t in tags if t in pulled_by_tag]
         row = {
             "tag": tags[0],
             "source": labels.get(SOURCE_LABEL) or named,
@@ -104,6 +133,8 @@ def image_rows() -> list[dict]:
             "size_mb": round(image.attrs.get("Size", 0) / 2**20, 1),
             "build_s": sum(r["seconds"] for r in built),
             "built_at": built[-1]["at"] if built else "",
+            "pulled": bool(pulled),
+            "pull_s": sum(r["seconds"] for r in pulled),
         }
         rows.append((row, image.attrs.get("Created", ""), _layers(image), image.attrs.get("Size", 0)))
     rows.sort(key=lambda r: (r[0]["source"], r[0]["side"], r[0]["built_at"] or r[1], r[0]["tag"]))
@@ -132,8 +163,8 @@ def _common(a: tuple[str, ...], b: tuple[str, ...]) -> int:
 
 
 def usage() -> list[dict]:
-    """Environment images per source: how many, how many built on a parent, build time (this machine's
-    ledger), disk: what its images add to the base image, each shared layer counted once (`image_rows`)."""
+    """Environment images per source: how many, how many built on a parent, build time, how many pulled from
+    the registry and their pull time (this engine's ledger rows), disk: what its images add to the base image, each shared layer counted once (`image_rows`)."""
     out: dict[str, dict] = {}
     for image in image_rows():
         row = out.setdefault(
@@ -145,10 +176,72 @@ def usage() -> list[dict]:
                 "delta": 0,
                 "unique_mb": 0.0,
                 "build_s": 0.0,
+                "pulled": 0,
+                "pull_s": 0.0,
             },
         )
         row["images"] += 1
         row["delta"] += bool(image["parent"])
         row["unique_mb"] += image["adds_mb"]
         row["build_s"] += image["build_s"]
+        row["pulled"] += image["pulled"]
+        row["pull_s"] += image["pull_s"]
     return sorted(out.values(), key=lambda r: (r["source"], r["side"]))
+
+
+def list_images() -> list[dict]:
+    client = docker_client.get()
+    out = []
+    for image in client.images.list(filters={"label": KEY_LABEL}):
+        out.append(
+            {
+                "tags": image.tags,
+                "id": image.id,
+                "key": image.labels.get(KEY_LABEL),
+                "size_mb": round(image.attrs.get("Size", 0) / 2**20, 1),
+            }
+        )
+    return sorted(out, key=lambda r: json.dumps(r["tags"]))
+
+
+def prune_env_images(older_than_days: float = 30.0, dry_run: bool = False) -> list[dict]:
+    """Remove environment images not used for `older_than_days` (base, rootfs and Postgres stay).
+
+    "Used" is the image's last tag time or creation, whichever is later; a run that needs a pruned image
+    rebuilds it from its lock (same key, same tag), so pruning never changes a verdict, only costs a build.
+    """
+    import datetime as dt
+
+    client = docker_client.get()
+    cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(days=older_than_days)
+    removed = []
+    for image in client.images.list(filters={"label": KEY_LABEL}):
+        if not any(t.startswith(ENV_REPO_PREFIX + "-") for t in image.tags):
+            continue
+        stamps = [image.attrs.get("Created", ""), (image.attrs.get("Metadata") or {}).get("LastTagTime", "")]
+        last = max(
+            dt.datetime.fromisoformat(s[:26].rstrip("Z") + "+00:00") for s in stamps if s and s[:4] > "0001"
+        )
+        if last >= cutoff:
+            continue
+        row = {
+            "tags": image.tags,
+            "id": image.id,
+            "last_used": last.isoformat(timespec="seconds"),
+            "size_mb": round(image.attrs.get("Size", 0) / 2**20, 1),
+        }
+        if not dry_run:
+            for tag in image.tags:
+                client.images.remove(tag, noprune=False)
+        removed.append(row)
+    return removed
+
+
+def harness_tags() -> list[str]:
+    """Every tag of the harness's images on this engine, in the order a new machine needs them: the root
+    filesystem, the base and Postgres images, the environment images (`pbench images push` with no tag)."""
+    client = docker_client.get()
+    tags = {t for image in client.images.list(filters={"reference": "pbench/*"}) for t in image.tags}
+    order = (ROOTFS_REPO, BASE_REPO, POSTGRES_REPO, ENV_REPO_PREFIX)
+    keep = [t for t in tags if t.split(":")[0] in order[:3] or t.startswith(ENV_REPO_PREFIX + "-")]
+    return sorted(keep, key=lambda t: (next(i for i, p in enumerate(order) if t.startswith(p)), t))

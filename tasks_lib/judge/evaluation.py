@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from tasks_lib import engine
+from tasks_lib.core import docker_client
 from tasks_lib.core.config import Settings
 from tasks_lib.core.constants import Blame, RunStatus, Side, Status
 from tasks_lib.core.errors import ImageBuildError, InfraError
@@ -66,6 +67,13 @@ def _env_image_id(instance: TaskInstance, patch: str, book: images.EnvSpecBook) 
         raise PatchBuildError(
             f"the patch's dependency change does not build (twice), the base lock does: {first}"
         ) from None
+
+
+def executed_by() -> str:
+    """`host:pid` of the process that ran the containers, `host:pid@<DOCKER_HOST>` when it drives an engine
+    other than the default one (two engines on one machine, a Dask worker per engine)."""
+    engine = docker_client.engine()
+    return f"{socket.gethostname()}:{os.getpid()}" + (f"@{engine}" if engine else "")
 
 
 class PatchBuildError(ImageBuildError):
@@ -367,7 +375,7 @@ class _Scoring:
             attempts=attempts,
             tampering=list(dict.fromkeys(total.tampering)),
             tests=rows,
-            executed_by=f"{socket.gethostname()}:{os.getpid()}",
+            executed_by=executed_by(),
         )
 
 

@@ -40,7 +40,7 @@ class Verdict:
     duration_s: float = 0.0
     attempts: int = 0
     cached: bool = False
-    executed_by: str = ""  # host:pid that ran the containers (a Dask worker, or the flow's process)
+    executed_by: str = ""  # host:pid[@DOCKER_HOST] that ran the containers (a Dask worker, the flow)
     trace_dir: str = ""
     note: str = ""
     blame: str = ""  # "patch" (exit 1) or "harness" (exit 2, retried); "" when resolved
@@ -87,7 +87,7 @@ class VerdictCache:
 
     def __init__(self, root: Path | None = None, *, refresh: bool = False):
         """`refresh`: every lookup misses (the run is scored again), every fresh verdict is still written."""
-        self.root = root or paths.cache_dir() / "verdicts"
+        self.root = root or paths.verdicts_dir()
         self.refresh = refresh
 
     def _path(self, key: str) -> Path:

@@ -44,8 +44,9 @@ def git(
 
 @contextmanager
 def file_lock(name: str):
-    """Serialise work on one key (a clone, an image build) across processes on this host."""
-    lock_dir = paths.cache_dir() / "locks"
+    """Serialise work on one key (a clone, an image build) across processes on this host (on every host that
+    shares PBENCH_LOCK_DIR)."""
+    lock_dir = paths.locks_dir()
     lock_dir.mkdir(parents=True, exist_ok=True)
     with open(lock_dir / f"{name}.lock", "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)

@@ -140,6 +140,9 @@ class FrontendSpec:
     # Which Playwright specs a PR's head runs cover (`suite`: all; `touched`: the specs the test patch adds or
     # changes, widened by at most `related_cap` specs that use a test id the PR's frontend code changes).
     scope: TestScope = field(default_factory=lambda: TestScope())
+    # Seconds the harness may spend walking the dev server's module graph before Playwright runs
+    # (containers/runner/pbench_warm.py), so that the first visit of a route is not the spec's; 0: not at all.
+    warm_up_s: int = 0
 
     @property
     def prefix(self) -> str:
@@ -381,9 +384,18 @@ def _parse_frontend(f: _Fields) -> FrontendSpec:
         env=f.str_map("env"),
         prestart=tuple(f.str_list("prestart")),
         scope=_parse_scope(f),
+        warm_up_s=_off_or_seconds(f, "warm_up_s"),
     )
     f.refuse_unknown()
     return spec
+
+
+def _off_or_seconds(f: _Fields, key: str) -> int:
+    """0 (off, the default) or a positive number of seconds."""
+    if f.table.get(key, 0) == 0:
+        f.read.add(key)
+        return 0
+    return f.int(key, 0)
 
 
 def _parse_eras(f: _Fields) -> tuple[Era, ...]:

@@ -1,10 +1,14 @@
-"""Shared Docker-backed fixtures: the demo source, its repository, and one curated demo season."""
+"""Shared Docker-backed fixtures: the demo source, its repository, one curated demo season, a Prefect server."""
 
 from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -102,3 +106,41 @@ def fullstack(curated_demo):
     from attack_kit import FULLSTACK, Task
 
     return Task(FULLSTACK)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def prefect_server(tmp_path):
+    """A real local Prefect server (not the ephemeral one), with its own database."""
+    port = _free_port()
+    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home")}
+    env.pop("PREFECT_API_URL", None)
+    log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}/api"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=2)
+                break
+            except OSError:
+                assert proc.poll() is None, (tmp_path / "server.log").read_text()[-2000:]
+                time.sleep(1)
+        else:
+            pytest.fail("the Prefect server did not come up in 120 s")
+        yield {**env, "PREFECT_API_URL": url, "PBENCH_PROJECT_DIR": str(Path(__file__).resolve().parents[2])}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from prefect_kit import prefect_cli as _prefect
 
 from tasks_lib.sources.demo_repo import DEMO_PRS
 
@@ -19,58 +17,6 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 BUGFIX = f"prototypebench__demo-fullstack-{DEMO_PRS['bugfix']}"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def prefect_server(tmp_path):
-    """A real local Prefect server (not the ephemeral one), with its own database."""
-    port = _free_port()
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home")}
-    env.pop("PREFECT_API_URL", None)
-    log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}/api"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=2)
-                break
-            except OSError:
-                assert proc.poll() is None, (tmp_path / "server.log").read_text()[-2000:]
-                time.sleep(1)
-        else:
-            pytest.fail("the Prefect server did not come up in 120 s")
-        yield {**env, "PREFECT_API_URL": url, "PBENCH_PROJECT_DIR": str(ROOT)}
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
-
-
-def _prefect(args, env, timeout=300):
-    env = {**env, "COLUMNS": "250"}  # rich tables: no truncated names
-    res = subprocess.run(
-        [sys.executable, "-m", "prefect", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    return res.stdout
 
 
 def test_deployments_run_on_a_local_prefect_server(curated_demo, prefect_server):

@@ -149,6 +149,17 @@ def _write_season(root: Path, records: list[dict]) -> None:
     filtering.write_filter_parquet(verdicts, out / "filter.parquet")
 
 
+def _write_attempts(root: Path, model: str, records: list[dict]) -> None:
+    """What `pbench agent run --out preds.jsonl` leaves beside its predictions, by its own ledger."""
+    from tasks_lib.core.constants import AgentOutcome
+    from tasks_lib.judge.agent_ledger import Ledger
+    from tasks_lib.judge.agents import Attempt
+
+    ledger = Ledger(root / "preds.jsonl", root / "preds-agent", model)
+    for record, outcome in zip(records, [AgentOutcome.COMPLETED, AgentOutcome.TIMEOUT], strict=True):
+        ledger.add(Attempt(record["instance_id"], model, outcome, "", exit_code=0, duration_s=1.0))
+
+
 def _snippets(language: str) -> list[str]:
     return re.findall(rf"^```{language}\n(.*?)^```", DOC.read_text(), flags=re.S | re.M)
 
@@ -165,6 +176,7 @@ def test_the_python_snippets_run_as_written(tmp_path, monkeypatch, capsys):
     _write_run(tmp_path, "model-b", records, ["resolved", "resolved"])
     _write_season(tmp_path, records)
     swebench.write(records, tmp_path / "demo.jsonl")
+    _write_attempts(tmp_path, "model-b", records)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")
     snippets = _snippets("python")

@@ -167,3 +167,13 @@ def test_every_version_the_caches_hang_on_has_its_line_in_the_changelog():
             f"CHANGELOG.md: the newest {name} entry is {newest and newest[1]!r}, constants.py says "
             f"{getattr(constants, name)!r}"
         )
+
+
+def test_no_two_test_modules_share_a_name():
+    """pytest imports test modules by their basename (no packages under tests/): a second test_x.py in another
+    folder fails collection, and with it the whole suite (stop 51: tests/unit and tests/integration both had
+    test_registry.py)."""
+    import collections
+
+    names = collections.Counter(p.name for p in (ROOT / "tests").rglob("test_*.py"))
+    assert [name for name, n in names.items() if n > 1] == []

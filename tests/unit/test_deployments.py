@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from flows.agents import agent_run
 from flows.curation import curation_season
 from flows.evaluation import evaluate_model
 from tasks_lib.core import stopping
@@ -22,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FLOWS = {
     "flows/curation.py:curation_season": curation_season,
     "flows/evaluation.py:evaluate_model": evaluate_model,
+    "flows/agents.py:agent_run": agent_run,
 }
 
 

@@ -56,13 +56,19 @@ def test_the_funnel_counts_every_stage_and_lists_every_extracted_pr(tmp_path):
     # PRs per reason: two non-task labels of one PR count once (the template showed 557 of 558 PRs).
     assert "| filter | 4 | 1 | **3** | non_task_label 1, too_small 1 |" in text
     assert "| extraction | 2 of 3 | 1 | **1** | no_fail_to_pass 1, ok 1 |" in text
-    assert "| #3 | feat: thing 3 \\| pipe | ok | 1 | 2 | 1 | 120 | (not packaged yet) |" in text
     assert (
-        "| #2 | feat: thing 2 \\| pipe | no_fail_to_pass | 0 | 0 | suite | 60 | the PR changes no test file |"
-        in text
+        "| #3 | feat: thing 3 \\| pipe | backend_only | ok | 1 | 2 | 1 | 120 | (not packaged yet) |" in text
+    )
+    assert (
+        "| #2 | feat: thing 2 \\| pipe | backend_only | no_fail_to_pass | 0 | 0 | suite | 60 "
+        "| the PR changes no test file |" in text
     )
     assert "0.05 h over 2 PRs (no valid instance yet)" in text
     assert "cannot run here" not in text
+    # Both runners: pytest + Playwright, per list.
+    results[0].frontend_fail_to_pass = ["a.spec.ts:3:5 › t", "a.spec.ts:9:5 › u"]
+    curation.write_extraction(results, tmp_path)
+    assert "| ok | 1 + 2 | 2 | 1 | 120 |" in funnel.markdown(tmp_path)
     results[1].cannot_run = [{"test": "t::k", "reason": "skipped: needs OPENAI_API_KEY"}]
     curation.write_extraction(results, tmp_path)
     assert (

@@ -627,3 +627,26 @@ def test_the_extraction_key_follows_how_the_image_is_built(tmp_path, monkeypatch
     monkeypatch.setattr(envspecs, "unfetchable", lambda contents: [])
     monkeypatch.setattr(curation, "_RECIPES", {})  # memoised per process (the code is fixed within one)
     assert curation.deps_key(source, tmp_path, pr) != before
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [(None, 0), ("warm_up_s = 0", 0), ("warm_up_s = 240", 240)],
+    ids=["default", "off", "on"],
+)
+def test_the_dev_servers_warm_up_is_off_unless_the_record_gives_it_seconds(tmp_path, line, expected):
+    """`[frontend] warm_up_s`: seconds the harness may walk the dev server's module graph before Playwright
+    (containers/runner/pbench_warm.py); the job carries it to the runner."""
+    from tasks_lib.engine import jobs
+
+    text = ROOT if line is None else ROOT.replace("[frontend]\n", f"[frontend]\n{line}\n", 1)
+    source = load(tmp_path, text)
+    assert source.frontend.warm_up_s == expected
+    assert "pbench_warm.py" in jobs.RUNNER_FILES
+
+
+@pytest.mark.parametrize("value", ["-5", '"240"', "true"])
+def test_a_warm_up_that_is_not_seconds_is_refused(tmp_path, value):
+    with pytest.raises(SourceError) as err:
+        load(tmp_path, ROOT.replace("[frontend]\n", f"[frontend]\nwarm_up_s = {value}\n", 1))
+    assert err.value.field == "frontend.warm_up_s" and "positive integer" in err.value.message
