@@ -19,7 +19,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
-PBENCH = PROJECT / ".venv" / "bin" / "pbench"
+# The project's own virtualenv, else the one running this script (a git worktree shares its checkout's): either
+# way the CLI imports this project first (`pbench` below puts it on PYTHONPATH).
+PBENCH = next(
+    (
+        p
+        for p in (PROJECT / ".venv" / "bin" / "pbench", Path(sys.executable).with_name("pbench"))
+        if p.exists()
+    ),
+    PROJECT / ".venv" / "bin" / "pbench",
+)
 DEFAULT_SCRATCH = Path(os.environ.get("PBENCH_BENCH_DIR", "/tmp/pbench-bench"))
 
 if str(PROJECT) not in sys.path:  # `python benchmarks/x.py` puts benchmarks/ first, not the project
@@ -91,11 +100,12 @@ def demo_corpus() -> list[dict]:
 
 
 def pbench(*args: str, env: dict[str, str] | None = None, check: bool = False) -> tuple[int, float, str]:
-    """Run the CLI in a fresh process; (exit code, wall seconds, combined output)."""
+    """Run the CLI in a fresh process; (exit code, wall seconds, combined output). The code is this project's
+    (PYTHONPATH), whichever checkout the virtualenv was installed from, unless `env` names another."""
     start = time.monotonic()
     proc = subprocess.run(
         [str(PBENCH), *args],
-        env={**os.environ, **(env or {})},
+        env={**os.environ, "PYTHONPATH": str(PROJECT), **(env or {})},
         cwd=PROJECT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

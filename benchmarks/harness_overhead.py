@@ -94,7 +94,7 @@ class BareSide:
         from tasks_lib import engine
         from tasks_lib.core.constants import Side
         from tasks_lib.formats import playwright_report
-        from tasks_lib.sources import gitops
+        from tasks_lib.sources import snapshots
 
         stack, source, inst = self.stack, self.source, self.instance
         request = engine.RunRequest(
@@ -111,7 +111,7 @@ class BareSide:
         stack.create_network()
         service_env = engine.services.start_services(stack, source, self.settings, deadline)
         backend = source.backend
-        snapshot = gitops.archive(self.repo, inst["base_commit"])
+        snapshot = snapshots.prepare(self.repo, inst["base_commit"])
         if self.side == Side.BACKEND:
             env, self.workdir = engine.jobs.backend_env(source, service_env), f"/work/repo/{backend.dir}"
             job = engine.jobs.backend_job(request)
@@ -123,9 +123,8 @@ class BareSide:
                 self.settings,
                 ["backend"],
             )
-            server.put_archive("/work/repo", snapshot)
             serve = engine.jobs.serve_job(request) | {"await_gate": False}  # the services answer already
-            server.put_archive("/pbench", engine.jobs.archive(request, serve, False))
+            server.put_archive("/pbench", engine.jobs.archive(request, serve, False, snapshot))
             server.start()
             engine.services.wait_for_http(server, backend.serve_port, deadline)
             selection = playwright_report.selection_args(self.selection)
@@ -147,14 +146,15 @@ class BareSide:
             network=stack.network.name,
             dns=[engine.stack.SANDBOX_RESOLVER],
             working_dir="/work/repo",
+            tmpfs=engine.stack.TREE_TMPFS,  # the tests meet the file system they meet in a run
             mem_limit=self.settings.mem_limit,
             memswap_limit=self.settings.mem_limit,
             pids_limit=self.settings.pids_limit,
             nano_cpus=int(self.settings.cpus * 1e9),
         )
         stack.containers.append(self.container)
-        self.container.put_archive("/work/repo", snapshot)
-        self.container.put_archive("/pbench", engine.jobs.archive(request, job, self.side == Side.FRONTEND))
+        archive = engine.jobs.archive(request, job, self.side == Side.FRONTEND, snapshot)
+        self.container.put_archive("/pbench", archive)
         self.container.start()
         code, out = self.container.exec_run(["/usr/bin/python3", "/pbench/tools/pbench_runner.py"])
         result = json.loads(self.container.exec_run(["cat", "/pbench/out/result.json"]).output)

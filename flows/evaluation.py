@@ -79,11 +79,19 @@ def evaluate_model(
 
     for instance in skipped:  # no container: unresolved, in the denominator
         record(runs.no_prediction(instance))
-    for instance_id, fut in windowed(
-        budget.admit(todo), lambda instance_id: score.submit(plan.jobs[instance_id], instance_id), max_workers
-    ):
-        fut.result()  # raises what the task raised
-        record(runs.unspill(runs.verdict_path(plan, instance_id)))
+    ahead = runs.Ahead(plan, todo, max_workers)  # the next instance's run made while one is scored
+
+    def submit(instance_id: str):
+        fut = score.submit(plan.jobs[instance_id], instance_id)
+        ahead.after(instance_id)
+        return fut
+
+    try:
+        for instance_id, fut in windowed(budget.admit(todo), submit, max_workers):
+            fut.result()  # raises what the task raised
+            record(runs.unspill(runs.verdict_path(plan, instance_id)))
+    finally:
+        ahead.close()
     if budget.left:
         return _unfinished(plan, writer, budget)
     report = runs.finish_writer(writer, plan)

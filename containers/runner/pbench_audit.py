@@ -181,21 +181,78 @@ def changed_identities(snapshot: ImageSnapshot) -> list[str]:
     return found
 
 
-class SourceCode:
-    """Code objects compiled here from a file's bytes, with pytest's assert rewriting (as pytest imports test
-    modules and conftests) and plain (as anything else is imported), indexed by (qualified name, first line).
-    Each form is compiled once per file, the plain one only when the rewritten one does not match."""
+class References:
+    """Code the runner had compiled from the graded files' bytes, rewritten as pytest rewrites them with no
+    assertion pass hook, by the tool user beside the tests (pbench_refs.py): read once, when first asked for,
+    waiting while its producer still runs (at most `wait_s`). Nothing of it is trusted beyond equality: a
+    function equal to its reference is the file's code; any other is compared with what this process compiles."""
 
-    def __init__(self, rewrite):
+    def __init__(self, folder: str | None, pid: str | None, wait_s: float = 60.0):
+        self.folder, self.pid, self.wait_s = folder, int(pid) if pid else None, wait_s
+        self.codes: dict | None = None if folder else {}
+
+    def get(self, path: str):
+        if self.codes is None:
+            self.codes = self._load()
+        return self.codes.get(path)
+
+    def _load(self) -> dict:
+        import marshal
+        import time
+
+        target = os.path.join(self.folder, "refs.marshal")
+        deadline = time.monotonic() + self.wait_s
+        while not os.path.exists(target) and self._running() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        try:
+            with open(target, "rb") as fh:
+                data = marshal.loads(fh.read())
+        except (OSError, ValueError, EOFError, TypeError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, types.CodeType)}
+
+    def _running(self) -> bool:
+        """The producer (another user's process) exists and is no zombie: /proc says so to anyone."""
+        try:
+            with open(f"/proc/{self.pid}/stat") as fh:
+                return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        except (OSError, IndexError, TypeError):
+            return False
+
+
+class SourceCode:
+    """Code objects compiled from a file's bytes, with pytest's assert rewriting (as pytest imports test
+    modules and conftests) and plain (as anything else is imported), indexed by (qualified name, first line).
+    The rewritten form comes from the runner's references when they have the file and the run has no
+    assertion pass hook, else it is compiled here; each form once per file, the next only when the one before
+    does not match."""
+
+    def __init__(self, rewrite, references: References | None = None):
         self.rewrite = rewrite  # (Path, config) -> code, captured from the image before any repo code
+        self.references = references
         self.config = None
         self.by_file: dict[tuple[str, str], dict[tuple[str, int], list]] = {}
+
+    def _reference(self, path: str):
+        if self.references is None or self.config is None:
+            return None
+        try:
+            if self.config.getini("enable_assertion_pass_hook"):
+                return None  # the references were rewritten without it
+        except Exception:
+            return None
+        return self.references.get(path)
 
     def _index(self, path: str, form: str) -> dict[tuple[str, int], list]:
         key = (path, form)
         if key not in self.by_file:
             index: dict[tuple[str, int], list] = {}
-            if form == "rewritten":
+            if form == "reference":
+                code = self._reference(path)
+                stack = [code] if code is not None else []
+            elif form == "rewritten":
                 if self.rewrite is None or self.config is None:
                     self.by_file[key] = index
                     return index
@@ -213,12 +270,13 @@ class SourceCode:
         return self.by_file[key]
 
     def codes(self, path: str) -> dict[tuple[str, int], list]:
-        """The plain form's index (names and lines are the same in both forms)."""
-        return self._index(path, "plain")
+        """The names and lines of a file's code: the reference's, else the plain form's (they are the same in
+        every form)."""
+        return self._index(path, "reference") or self._index(path, "plain")
 
     def matches(self, code, path: str, rewritten_first: bool = True) -> bool:
         where = (code.co_qualname, code.co_firstlineno)
-        forms = ("rewritten", "plain") if rewritten_first else ("plain", "rewritten")
+        forms = ("reference", "rewritten", "plain") if rewritten_first else ("plain", "rewritten")
         return any(code == c for form in forms for c in self._index(path, form).get(where, []))
 
 
@@ -240,7 +298,19 @@ class Audit:
     """The pytest plugin registered before any plugin of the repository, and the audit hook. What it finds
     goes out through the channel at once; `check` runs again at the end of the session."""
 
-    def __init__(self, *, channel, snapshot, image_dirs, work_tree, agent_files, protected, plugins, rewrite):
+    def __init__(
+        self,
+        *,
+        channel,
+        snapshot,
+        image_dirs,
+        work_tree,
+        agent_files,
+        protected,
+        plugins,
+        rewrite,
+        references=None,
+    ):
         self.channel = channel
         self.snapshot = snapshot
         self.image_dirs = tuple(d.rstrip("/") + "/" for d in image_dirs)
@@ -252,7 +322,7 @@ class Audit:
             for name, module in sys.modules.items()
             if name.split(".", 1)[0] in RUNNER_PACKAGES or name in plugins
         }
-        self.source = SourceCode(rewrite)
+        self.source = SourceCode(rewrite, references)
         self.findings: list[str] = []
         self.config = None
         self.session = None

@@ -27,7 +27,7 @@ import sys
 
 # The launcher's own folder (/pbench/tools, root's) only for this import: -P left it off sys.path.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pbench_audit import RUNNER_PACKAGES, Audit, Channel, ImageSnapshot  # noqa: E402
+from pbench_audit import RUNNER_PACKAGES, Audit, Channel, ImageSnapshot, References  # noqa: E402
 
 del sys.path[0]
 
@@ -65,6 +65,7 @@ def main(argv: list[str]) -> int:
     work_tree = os.environ.pop("PBENCH_WORK_TREE", "/work/repo")
     agent_files = _read_json(os.environ.pop("PBENCH_AGENT_FILES_JSON", ""), [])
     protected = _read_json(os.environ.pop("PBENCH_PROTECTED_JSON", ""), [])
+    references = References(os.environ.pop("PBENCH_REFS_DIR", None), os.environ.pop("PBENCH_REFS_PID", None))
     for package in RUNNER_PACKAGES:
         _preimport(package)
     plugins = [ep for ep in importlib.metadata.entry_points(group="pytest11")]
@@ -94,6 +95,7 @@ def main(argv: list[str]) -> int:
         protected=protected,
         plugins=plugin_modules,
         rewrite=_rewrite_test,
+        references=references,
     )
     sys.addaudithook(audit.on_event)  # permanent: no code of the process can remove it
     # As `python -m pytest` would have it, from here on: the working directory and PYTHONPATH first.

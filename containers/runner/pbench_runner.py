@@ -32,6 +32,8 @@ from pbench_proc import (  # noqa: E402
     OUT,
     TEST_GID,
     TEST_UID,
+    TOOL_GID,
+    TOOL_UID,
     EvidenceChannel,
     OutputBudget,
     Untrusted,
@@ -53,6 +55,7 @@ from pbench_protocol import (  # noqa: E402
 
 IN = Path("/pbench/in")
 STAGE = Path("/pbench/stage")  # where the test user's runner writes its reports (made just before the tests)
+REFS = Path("/pbench/refs")  # the audit's reference code, written by the tool user (pbench_refs.py)
 TOOLS = Path(__file__).parent
 TEST_HOME = Path("/tmp/pbench-home")
 BASE_TAG = protect.BASE_TAG
@@ -64,6 +67,7 @@ APPLY_METHODS = (
 )
 
 git_quiet = protect.git_quiet
+GIT_REFRESH = [*protect.GIT, "update-index", "-q", "--refresh"]
 restore_protected = protect.restore_protected
 pytest_section_changed = protect.pytest_section_changed
 kill_test_user = kill_all_others
@@ -194,10 +198,42 @@ class Run:
         self.py_roots = python_import_roots(self.repo, self.workdir, self.env, self.job["test_patterns"])
         self.node_roots = protect.node_import_roots(self.repo, frontend_dir) if frontend_dir else []
 
+    def unpack_tree(self) -> None:
+        """The base commit's tree, sent as one file (/pbench/in/tree.tar), unpacked into the work tree as
+        Docker would (owners, modes and times of the archive): a tmpfs, where a file costs a fraction of what
+        it costs in the container's overlay."""
+        name = self.job.get("tree")
+        if not name:
+            return  # a job whose tree was put in place by the host
+        t0 = time.monotonic()
+        subprocess.run(
+            ["tar", "-x", "--numeric-owner", "-f", str(IN / name), "-C", str(self.repo)],
+            check=True,
+            capture_output=True,
+        )
+        self.timings["tree_s"] = round(time.monotonic() - t0, 3)
+
+    def seed_git(self) -> None:
+        """The host's seed of the new repository (the job's `git_seed`): the base commit's blobs as
+        a pack and its files in an index without stat data. Refreshing that index hashes each file once to
+        compare it with the commit's, instead of compressing and writing every file as an object; whatever
+        differs (a file the host stubbed, a path `git archive` leaves out) is hashed and written by the
+        snapshot's `git add` as before. The seed decides nothing: the base commit is the unpacked tree."""
+        seed = IN / (self.job.get("git_seed") or "-")
+        if not (seed / "index").is_file():
+            return
+        git_dir = self.repo / ".git"
+        for pack in seed.glob("pack-*"):
+            shutil.copyfile(pack, git_dir / "objects" / "pack" / pack.name)
+        shutil.copyfile(seed / "index", git_dir / "index")
+        # Exit 1 when files differ from the seed: `git add` takes them.
+        subprocess.run(GIT_REFRESH, cwd=self.repo, capture_output=True, check=False)
+
     def patches(self) -> bool:
         t0 = time.monotonic()
         repo = self.repo
         git_quiet(["init", "-q"], repo)
+        self.seed_git()
         snapshot(repo, "base snapshot")
         git_quiet(["tag", BASE_TAG], repo)
         self.timings["snapshot_s"] = round(time.monotonic() - t0, 3)
@@ -309,6 +345,21 @@ class Run:
         )
         fresh_dir(TEST_HOME)
 
+    def wait_for_go(self) -> bool:
+        """A run made ahead (the job's `go`: the host started it while another run's tests ran) waits here,
+        its tree set up and frozen, no code of the repository run, until the host says "go" on its standard
+        input; False when the host closed it instead (the run is not wanted). Standard input is /dev/null from
+        here on."""
+        if not self.job.get("go"):
+            return True
+        t0 = time.monotonic()
+        line = sys.stdin.buffer.readline()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        self.timings["go_wait_s"] = round(time.monotonic() - t0, 3)
+        return line.strip() == b"go"
+
     def serve_early(self) -> None:
         """A frontend run without prestart steps starts its dev server now, while the gate waits for the
         backend server: nothing it would wait for changes the tree the dev server serves. From here on the
@@ -345,7 +396,10 @@ class Run:
                 self.timings["prestart_s"] = round(time.monotonic() - t0, 3)
                 return False
         self.timings["prestart_s"] = round(time.monotonic() - t0, 3)
-        self.result["tampering"] += self.guard.scan("after the prestart steps")
+        if (
+            self.job.get("prestart") or self.servers is not None
+        ):  # otherwise no code of the repository has run
+            self.result["tampering"] += self.guard.scan("after the prestart steps")
         return True
 
     def serve(self):
@@ -383,8 +437,11 @@ class Run:
         env["PBENCH_PROTECTED_JSON"] = str(TOOLS / "protected.json")
         if self.job.get("pytest_plugins") is not None:
             env["PBENCH_PYTEST_PLUGINS"] = json.dumps(self.job["pytest_plugins"])
+        refs = self.start_references(cmd[0], test.get("selection", []), env)
         phase(Phase.TESTS)
         code, secs = run_untrusted(cmd, self.workdir, OUT / "test.log", env, self.budget, channel=channel)
+        if refs is not None:  # done long before, or killed with everything else the tests left
+            refs.close(refs.poll())
         self.result["test"] = {
             "command": cmd,
             "exit_code": code,
@@ -393,6 +450,20 @@ class Run:
             "evidence_messages": channel.messages,
         }
         self.timings["test_s"] = secs
+
+    def start_references(self, interpreter: str, selection: list[str], env: dict):
+        """The launcher audit's reference code of the graded test files and the conftests on their way,
+        compiled by pbench_refs.py as the tool user beside the tests (the folder and the process are named to
+        the launcher in `env`). None when there is nothing to compile."""
+        files = reference_files(self.repo, self.workdir, selection, self.guard.protected)
+        if not files:
+            return None
+        folder = fresh_dir(REFS, uid=TOOL_UID, gid=TOOL_GID)
+        refs_env = {k: v for k, v in self.env.items() if not k.startswith("PYTHON")}
+        cmd = [interpreter, "-I", str(TOOLS / "pbench_refs.py"), str(folder), *files]
+        refs = Untrusted(cmd, "/", OUT / "refs.log", refs_env, self.budget, uid=TOOL_UID, gid=TOOL_GID)
+        env["PBENCH_REFS_DIR"], env["PBENCH_REFS_PID"] = str(folder), str(refs.proc.pid)
+        return refs
 
     def playwright(self):
         import pbench_frontend
@@ -420,6 +491,24 @@ class Run:
 # tsconfig and package protections in `Run.freeze`, its dev server in `Run.serve_early`.
 TEST_RUNNERS = {"pytest": Run.pytest, "playwright": Run.playwright}
 WITNESS_PLANS = {"pytest": "plan_pytest", "playwright": "plan_spec"}
+
+
+def reference_files(repo: Path, workdir: Path, selection: list[str], protected) -> list[str]:
+    """The protected Python files the audit will compare the most code with (absolute paths, as pytest names
+    its modules): the selected test files and the conftest.py files of the folders from the repository down to
+    them. Any other file's reference the launcher compiles itself."""
+    files: dict[str, None] = {}
+    for arg in selection:
+        path = workdir / arg.split("::", 1)[0]
+        try:
+            rel = path.resolve().relative_to(repo)
+        except (OSError, ValueError):
+            continue
+        for depth in range(len(rel.parts)):
+            folder = Path(*rel.parts[:depth])
+            files[str(folder / "conftest.py")] = None
+        files[str(rel)] = None
+    return [str(repo / rel) for rel in files if rel.endswith(".py") and rel in protected]
 
 
 def pytest_command(test: dict, env: dict, workdir: Path, repo: Path):
@@ -466,9 +555,12 @@ def main() -> int:
     lock_down()
     run_ = Run(job)
     phase(Phase.PATCHES)
+    run_.unpack_tree()
     if not run_.patches():
         return run_.finish(RunnerStatus.PATCH_APPLY_FAILED)
     run_.freeze()
+    if not run_.wait_for_go():
+        return 0  # the host let the staged run go: nobody reads a result
     run_.serve_early()
     run_.await_gate()
     if not run_.prestart():

@@ -57,8 +57,11 @@ class _Style:
 
     def __init__(self, tree, text: str):
         strings, numbers, names = [], [], []
+        self.defined = set()  # every function and class name of the module, nested ones too (one walk)
         for node in ast.walk(tree):
-            if isinstance(node, ast.Constant):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                self.defined.add(node.name)
+            elif isinstance(node, ast.Constant):
                 if isinstance(node.value, str) and _PLAIN.match(node.value):
                     strings.append(node.value)
                 elif (
@@ -146,9 +149,7 @@ def plan_pytest(text: str, models: list[str], rng) -> tuple[str, list[dict]]:
         lines[-1] += "\n"
     style = _Style(tree, text)
     names = [node.name for _, node in defs]
-    taken = set(names) | {
-        n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-    }
+    taken = set(names) | style.defined
     inserts, witnesses = [], []
     for expect in rng.sample([FAIL, PASS], 2):
         cls, node = rng.choice(usable)

@@ -136,6 +136,27 @@ def docker_slot(label: str = "run"):
         _release(fd)
 
 
+def free_docker_slot(label: str = "run") -> tuple[bool, int | None]:
+    """A Docker slot taken now if one is free, never waited for (a run made ahead: `engine.staging`): (True,
+    its lock) when taken, (True, None) outside a flow or task run (none is needed), (False, None) when every
+    slot is in use. Give it back with `release_docker_slot`."""
+    if not _in_prefect_run():
+        return True, None
+    folder = slots_dir()
+    for i in range(docker_slots()):
+        fd = _try_lock(folder / f"slot-{i}")
+        if fd is not None:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"pid {os.getpid()} {label}\n".encode())
+            return True, fd
+    return False, None
+
+
+def release_docker_slot(fd: int | None) -> None:
+    if fd is not None:
+        _release(fd)
+
+
 def github_call(requests: int = 1) -> None:
     """Wait for `requests` slots of the GitHub API budget (a rate limit: slots decay, they are not released)."""
     if not _in_prefect_run():

@@ -8,7 +8,8 @@ harness's runner applies the patches, protects the tree, runs the prestart steps
 Public steps, for the benchmarks and for whoever wants to run a part by hand: `env_images` (images of a run),
 `Stack` (its Docker objects), `services.start_services` / `services.wait_for_postgres` /
 `services.wait_for_http`, `jobs.backend_job` / `jobs.serve_job` / `jobs.frontend_job` / `jobs.archive`
-(what a container is given), `runners.get(name).read` (reading what it left; the test runners' registry).
+(what a container is given), `runners.get(name).read` (reading what it left; the test runners' registry),
+`staging.stage` (a run made ahead, taken over by `run_tests` of an equal request).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import os
 
 from tasks_lib.core import docker_client
 from tasks_lib.core.constants import LABEL, LABEL_OWNER, Blame
-from tasks_lib.engine import jobs, results, services
+from tasks_lib.engine import jobs, results, services, staging
 from tasks_lib.engine.records import (
     DB_ALIAS,
     OUTPUT_CAP_BYTES,
@@ -46,6 +47,7 @@ __all__ = [
     "results",
     "run_tests",
     "services",
+    "staging",
     "tar",
 ]
 

@@ -7,14 +7,17 @@ folder (`job.json`).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 from tasks_lib import protocol
 from tasks_lib.core import paths
 from tasks_lib.engine import runners, witnesses
 from tasks_lib.engine.records import DB_PORT, PINNED_ENV, RunRequest, service_aliases
-from tasks_lib.engine.stack import tar
+from tasks_lib.engine.stack import tar_stream
+from tasks_lib.sources import snapshots
 from tasks_lib.sources.record import SourceRecord
+from tasks_lib.sources.snapshots import Snapshot
 
 RUNNER_FILES = (
     "pbench_runner.py",
@@ -29,6 +32,7 @@ RUNNER_FILES = (
     "pbench_witness.py",
     "pbench_configs.py",
     "pbench_tsconfig.py",
+    "pbench_refs.py",
     "pbench_warm.py",
 )
 FRONTEND_TOOL_FILES = ("playwright.pbench.config.mjs", "pbench-forward.mjs")
@@ -66,19 +70,25 @@ def job(
         "output_cap": request.output_cap,
         "pytest_plugins": list(request.pytest_plugins) if request.pytest_plugins is not None else None,
         "await": list(awaits),
+        # The base commit's tree and the seed of the runner's git, under /pbench/in (`archive`).
+        "tree": snapshots.TREE,
+        "git_seed": snapshots.SEED,
         **extra,
     }
 
 
-def archive(request: RunRequest, job_: dict, frontend: bool) -> bytes:
-    """One tar for /pbench: in/ (job and patches) and tools/ (the harness's code)."""
-    files = {
+def archive(request: RunRequest, job_: dict, frontend: bool, snapshot: Snapshot) -> Iterator[bytes]:
+    """One tar for /pbench, streamed: in/ (the job, the patches, the tree and its git seed: `snapshot`'s
+    files, which the runner unpacks into the work tree) and tools/ (the harness's code). One archive, a
+    handful of files: what Docker unpacks into the container's own file system costs per file."""
+    files: dict[str, bytes | Path] = {
         f"in/{p['file']}": d.diff.encode("utf-8", errors="surrogateescape")
         for p, d in zip(job_["patches"], request.patches, strict=True)
     }
     files["in/job.json"] = json.dumps(job_, indent=2).encode()
+    files |= {f"in/{name}": path for name, path in snapshot.files().items()}
     files |= {f"tools/{name}": data for name, data in tool_files(frontend).items()}
-    return tar(files)
+    return tar_stream(files)
 
 
 def service_probes(source: SourceRecord) -> list[dict]:

@@ -124,7 +124,7 @@ def _start_postgres(stack: Stack, image: str, i: int, service, alias: str):
         environment={"PG_USER": service.user, "PG_PASSWORD": service.password, "PG_DB": service.db},
         tmpfs=PG_TMPFS,
         labels=stack.labels,
-        network=stack.network.name,
+        network=stack.net().name,
         networking_config=stack.endpoint([alias]),
         mem_limit=PG_MEM_LIMIT,
         pids_limit=512,

@@ -13,6 +13,7 @@ import shutil
 import tarfile
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from tasks_lib.core.config import Settings
@@ -22,11 +23,14 @@ from tasks_lib.core.errors import InfraError
 log = logging.getLogger(__name__)
 
 RUNNER_COMMAND = ["/usr/bin/python3", "/pbench/tools/pbench_runner.py"]
-# The runner's git repository of the tree (base snapshot, one commit per patch, resets) in memory: loose objects
-# written to the container's overlay cost 0.4-0.6 s of kernel time for the template's 230 files, against 0.07 s
-# on a tmpfs (docs/performance.md section 12). Root's only (the runner makes it unreadable to the code under
-# test at the freeze anyway); a mount point, so that code cannot rename or remove it either.
-GIT_TMPFS = {"/work/repo/.git": "size=1g,mode=0700"}
+# The work tree and the runner's git repository of it (base snapshot, one commit per patch, resets) in memory.
+# Files written to the container's overlay cost ~0.6 ms each on this 2-core machine, and as much again when the
+# container is removed: mcp-context-forge's 2,500 files took 1.5 s to unpack and 0.7 s to remove there, against
+# 0.1 s and 0.04 s on a tmpfs (docs/performance.md sections 12 and 18). The tree's pages count against the
+# container's memory limit; its mount allows executables (Docker's tmpfs default is noexec), as the overlay did.
+# .git is root's only (the runner makes it unreadable to the code under test at the freeze anyway); a mount
+# point, so that code cannot rename or remove it either.
+TREE_TMPFS = {"/work/repo": "exec,mode=0755", "/work/repo/.git": "size=1g,mode=0700"}
 # A sandbox's only resolver (behind Docker's embedded DNS, which answers the network's own names): the runner
 # serves it and fails every other name at once (containers/runner/pbench_dns.py).
 SANDBOX_RESOLVER = "127.0.0.1"
@@ -47,6 +51,32 @@ def tar(files: dict[str, bytes], mode: int = 0o644) -> bytes:
     return buf.getvalue()
 
 
+def tar_stream(files: dict[str, bytes | Path], mode: int = 0o644, chunk: int = 1 << 20) -> Iterator[bytes]:
+    """A tar of `files` produced as it is sent (`put_archive` takes an iterable): a host file (a Path) is
+    streamed from disk, never held whole in memory. A file that changes size while it is read is an error,
+    never a member cut short."""
+    for name, data in files.items():
+        info = tarfile.TarInfo(name)
+        info.mode, info.mtime = mode, 0
+        if isinstance(data, Path):
+            with open(data, "rb") as fh:
+                info.size = os.fstat(fh.fileno()).st_size
+                yield info.tobuf(tarfile.PAX_FORMAT)
+                left = info.size
+                while left:
+                    block = fh.read(min(chunk, left))
+                    if not block:
+                        raise InfraError(f"{data} shrank while it was sent to a container")
+                    left -= len(block)
+                    yield block
+        else:
+            info.size = len(data)
+            yield info.tobuf(tarfile.PAX_FORMAT)
+            yield data
+        yield b"\0" * (-info.size % tarfile.BLOCKSIZE)
+    yield b"\0" * (2 * tarfile.BLOCKSIZE)
+
+
 class Stack:
     """Containers, network and volumes of one run."""
 
@@ -57,11 +87,32 @@ class Stack:
         self.containers: list = []
         self.network = None
         self.pending: list = []  # futures of Docker objects still being made in the background (services)
+        self._network_made = None  # the network's future while it is made in the background
 
-    def create_network(self):
-        self.network = self.client.networks.create(
-            f"pbench-{self.run_id}", driver="bridge", internal=True, labels=self.labels
-        )
+    def create_network(self, background: bool = False):
+        """The run's private network (no route out). `background`: made while the caller goes on (the run's
+        images are looked up meanwhile); `net()` waits for it."""
+
+        def make():
+            self.network = self.client.networks.create(
+                f"pbench-{self.run_id}", driver="bridge", internal=True, labels=self.labels
+            )
+            return self.network
+
+        if not background:
+            return make()
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(1, thread_name_prefix="pbench-network")
+        self._network_made = pool.submit(make)
+        self.pending.append(self._network_made)
+        pool.shutdown(wait=False)
+        return None
+
+    def net(self):
+        """The network, once made (a failure to make it is raised here)."""
+        if self._network_made is not None:
+            self._network_made.result()
         return self.network
 
     def endpoint(self, aliases: list[str] | None) -> dict | None:
@@ -69,21 +120,30 @@ class Stack:
         else), given at its creation."""
         if not aliases:
             return None
-        return {self.network.name: self.client.api.create_endpoint_config(aliases=list(aliases))}
+        return {self.net().name: self.client.api.create_endpoint_config(aliases=list(aliases))}
 
-    def sandbox(self, image: str, role: str, env: dict[str, str], settings: Settings, aliases=None):
+    def sandbox(
+        self,
+        image: str,
+        role: str,
+        env: dict[str, str],
+        settings: Settings,
+        aliases=None,
+        stdin: bool = False,
+    ):
         """A container for untrusted code: the task's private network only, limits, no capabilities for the
-        code of the repository (the runner drops to unprivileged users before running any of it)."""
+        code of the repository (the runner drops to unprivileged users before running any of it). `stdin`:
+        its standard input open to the host, for the go of a run made ahead (`go`)."""
         container = self.client.containers.create(
             image,
             command=RUNNER_COMMAND,
             name=f"pbench-{self.run_id}-{role}",
             environment=env,
             labels=self.labels,
-            network=self.network.name,
+            network=self.net().name,
             networking_config=self.endpoint(aliases),
             working_dir="/work/repo",
-            tmpfs=GIT_TMPFS,
+            tmpfs=TREE_TMPFS,
             mem_limit=settings.mem_limit,
             memswap_limit=settings.mem_limit,
             pids_limit=settings.pids_limit,
@@ -98,9 +158,25 @@ class Stack:
             security_opt=["no-new-privileges"],
             log_config=LOG_CONFIG,
             init=True,
+            stdin_open=stdin,
         )
         self.containers.append(container)
         return container
+
+    def go(self, container) -> None:
+        """Tell the runner of a run made ahead to go on (one line on its standard input; it reads no more). A
+        container that has already exited (its patch did not apply) has nothing to be told."""
+        import docker.errors
+
+        try:
+            sock = self.client.api.attach_socket(container.id, params={"stdin": 1, "stream": 1})
+        except docker.errors.APIError:
+            return
+        try:
+            raw = getattr(sock, "_sock", sock)
+            raw.sendall(b"go\n")
+        finally:
+            sock.close()
 
     def retire(self, container, before=None) -> None:
         """Remove `container` in the background now (after `before(container)`, e.g. a copy of its log): a

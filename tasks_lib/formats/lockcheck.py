@@ -84,12 +84,31 @@ def _uv_sources(lock: dict) -> dict[str, dict]:
     return {p.get("name", ""): p.get("source") or {} for p in lock.get("package", [])}
 
 
+# The head of a package as uv writes it: `[[package]]`, `name`, an optional `version`, `source` (an inline table).
+_UV_PACKAGE_HEAD = re.compile(
+    r'^\[\[package\]\]\nname = ("[^"\n]*")\n(?:version = "[^"\n]*"\n)?source = (\{[^\n]*\})$', re.M
+)
+_UV_PACKAGE = re.compile(r"^\[\[package\]\]$", re.M)
+
+
 @functools.lru_cache(maxsize=64)
 def uv_sources(lock_bytes: bytes) -> dict[str, dict]:
     """name -> `source` table of every package a uv.lock holds (memoised on its bytes: a season's PRs share a
-    few locks); {} for a lock that does not parse."""
+    few locks); {} for a lock that does not parse. Read from the packages' heads when every package has the
+    head uv writes (a twentieth of the time of parsing the whole lock: 0.1 s for mcp-context-forge's 1 MB,
+    once per lock and command), else from the whole lock."""
+    text = lock_bytes.decode("utf-8", "replace")
+    heads = _UV_PACKAGE_HEAD.findall(text)
+    if heads and len(heads) == len(_UV_PACKAGE.findall(text)):
+        try:
+            return {
+                table["name"]: table["source"]
+                for table in (tomllib.loads(f"name = {name}\nsource = {src}") for name, src in heads)
+            }
+        except tomllib.TOMLDecodeError:
+            pass
     try:
-        return _uv_sources(tomllib.loads(lock_bytes.decode("utf-8", "replace")))
+        return _uv_sources(tomllib.loads(text))
     except tomllib.TOMLDecodeError:
         return {}
 

@@ -85,7 +85,6 @@ def _side_request(
 ) -> engine.RunRequest:
     """The engine run of one side: the agent's patch (untrusted), then the whole test patch (the
     backend-serve container of a frontend run gets the same tree), on the test files of the graded tests."""
-    f2p, p2p = instance.tests(side)
     # One engine run per folder: the engine reads result.json and junit.xml from here after copying the
     # container's outputs in, so what an earlier run left (an earlier attempt, a rerun of the run id, a
     # reused `pbench score --out`) would be read as this run's results when this one's container dies.
@@ -95,6 +94,14 @@ def _side_request(
     # Bytes as read: a patch of a Latin-1 file holds surrogate escapes that text mode cannot write.
     (trace / "agent.diff").write_bytes(patches.patch_bytes(prediction.model_patch))
     (trace / "test_patch.diff").write_bytes(patches.patch_bytes(instance.test_patch))
+    return _request(instance, prediction, source, repo, side, trace, plugins, book)
+
+
+def _request(
+    instance: TaskInstance, prediction: Prediction, source, repo, side: Side, trace: Path, plugins, book
+):
+    """The engine request of one side (`_side_request` without the trace folder's files)."""
+    f2p, p2p = instance.tests(side)
     chain = (
         engine.PatchInput("agent", prediction.model_patch, untrusted=True),
         engine.PatchInput("test_patch", instance.test_patch),
@@ -197,6 +204,36 @@ def score_instance(
     verdict = job.run(infra_retries)
     cache.put(job.key, verdict)
     return verdict
+
+
+def stage(
+    instance,
+    prediction: Prediction,
+    source: SourceRecord,
+    repo: Path,
+    trace_dir: Path,
+    *,
+    cache: VerdictCache | None = None,
+    settings: Settings | None = None,
+) -> bool:
+    """Make ahead, in the background, the first engine run `score_instance` will start for this prediction
+    (`engine.staging`): while another instance's tests run, the next one's containers are made and its runner
+    sets its tree up. Nothing when the verdict needs no run (refused, cached), an image would have to be built,
+    or the first side is a frontend one. Writes nothing to the trace folder that the scoring would not write
+    the same (a refused patch's reason): the run's files go there when the run goes."""
+    job = _Scoring.of(instance, prediction, source, repo, trace_dir, settings)
+    try:
+        with images.lookup_only():
+            early = job.before_any_run()
+    except images.NotBuilt:
+        return False
+    if early is not None or (cache or VerdictCache()).get(job.key) is not None:
+        return False
+    side = job.instance.sides()[0]
+    request = _request(
+        job.instance, prediction, source, repo, side, trace_dir / str(side), job.plugins, job.specs
+    )
+    return engine.staging.stage(request, job.settings)
 
 
 def cached_verdict(

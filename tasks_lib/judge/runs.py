@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import sys
@@ -25,6 +26,8 @@ from tasks_lib.judge.predictions import Prediction
 from tasks_lib.judge.run_state import JOBS_FILE, VERDICT_FILE, claim_folder, write_meta
 from tasks_lib.sources import gitops, repos
 from tasks_lib.sources.record import SourceRecord
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -273,6 +276,44 @@ def score_job(job: ScoringJob, settings: Settings | None = None) -> Verdict:
     return evaluation.score_instance(
         job.instance, job.prediction, job.source, job.repo, job.trace, cache=cache, settings=settings
     )
+
+
+class Ahead:
+    """The next instance's first run made while one is scored (`evaluation.stage`, `engine.staging`): when the
+    flow submits an instance, the one after it in `order` is staged, when the run has fewer workers than the
+    host has Docker slots (one worker, two slots: the spare slot is the staged run's) and a slot is free.
+    `close` removes what nobody took."""
+
+    def __init__(self, plan: RunPlan, order: list[str], workers: int, settings: Settings | None = None):
+        from tasks_lib.core import limits
+
+        self.plan, self.settings = plan, settings
+        self.next = dict(zip(order, order[1:], strict=False))
+        self.active = workers < limits.docker_slots()
+
+    def after(self, instance_id: str) -> bool:
+        job = self.plan.jobs.get(self.next.get(instance_id, ""))
+        if job is None or not self.active:
+            return False
+        try:
+            cache = evaluation.VerdictCache(refresh=job.no_cache)
+            return evaluation.stage(
+                job.instance,
+                job.prediction,
+                job.source,
+                job.repo,
+                job.trace,
+                cache=cache,
+                settings=self.settings,
+            )
+        except Exception as exc:  # a run made ahead is a saving, never a failure: the scoring runs it anyway
+            log.info("%s: not made ahead (%s)", job.instance_id, exc)
+            return False
+
+    def close(self) -> None:
+        from tasks_lib.engine import staging
+
+        staging.discard()
 
 
 def answer_from_cache(plan: RunPlan, settings: Settings | None = None) -> dict[str, Verdict] | None:

@@ -73,6 +73,9 @@ Job = TypedDict(
         "output_cap": int,
         "pytest_plugins": "list[str] | None",
         "await": list[dict[str, Any]],  # what the runner waits for before any code of the repository runs
+        "tree": str,  # under /pbench/in: the base commit's tree as a tar, unpacked into repo_dir
+        "git_seed": str,  # under /pbench/in: an index and a pack of the base commit's files for the runner's git
+        "go": bool,  # a run made ahead: the runner waits, its tree set up, for "go" on its standard input
     },
     total=False,
 )

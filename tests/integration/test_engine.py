@@ -319,3 +319,46 @@ def test_a_spec_file_that_fails_to_load_leaves_the_others_their_outcomes(
     assert res.suite_ran and res.collection_errors == ["tests/broken.spec.js"], (res.status, res.error)
     assert res.tests and all(o == Outcome.PASSED for o in res.tests.values()), res.tests
     assert why in (tmp_path / "run" / "playwright-load-errors.json").read_text()
+
+
+def test_a_run_made_ahead_gives_what_the_run_gives(demo_source, demo_repo, demo_prs, tmp_path, base_images):
+    """A run made ahead (`engine.staging`): its runner sets the tree up and waits for the go before any code
+    of the repository runs (its phase says so); taken over by the run of an equal request, its outcomes are the
+    direct run's; one that nobody takes, or whose patch does not apply, leaves nothing behind."""
+    import docker
+
+    from tasks_lib.engine import staging
+
+    base, head = _pr(demo_repo, demo_prs, "feature")
+    split = _split(demo_source, demo_repo, base, head)
+    chain = (
+        engine.PatchInput("gold", split.patch, untrusted=True),
+        engine.PatchInput("test_patch", split.test_patch),
+    )
+
+    def request(name):
+        return engine.RunRequest(demo_source, demo_repo, base, tmp_path / name, chain)
+
+    direct = engine.run_tests(request("ahead"))
+    assert staging.stage(request("ahead"))
+    side = staging._staged[staging.key(request("ahead"))].side()
+    time.sleep(3)  # the runner has set the tree up and waits: nothing of the repository ran
+    out = side.tests.get_archive("/pbench/out/phase")[0]
+    assert b"prestart" not in b"".join(out) and side.tests.reload() is None and side.tests.status == "running"
+    staged = engine.run_tests(request("ahead"))
+    assert staged.status == direct.status == RunStatus.COMPLETED and "staged_s" in staged.timings
+    assert staged.tests == direct.tests and staged.witness_doubts == direct.witness_doubts == []
+    assert staged.tampering == direct.tampering == []
+
+    bogus = "diff --git a/backend/app/main.py b/backend/app/main.py\n--- a/backend/app/main.py\n"
+    bogus += "+++ b/backend/app/main.py\n@@ -1,3 +1,3 @@\n-this line is not there\n+nor this\n context\n"
+    failing = engine.RunRequest(
+        demo_source, demo_repo, base, tmp_path / "bad", (engine.PatchInput("agent", bogus, untrusted=True),)
+    )
+    assert staging.stage(failing)
+    assert engine.run_tests(failing).status == RunStatus.PATCH_APPLY_FAILED
+    assert staging.stage(request("never taken"))
+    assert staging.discard() == 1
+    client = docker.from_env()
+    owner = {"label": f"{LABEL_OWNER}={os.environ['PBENCH_OWNER']}"}
+    assert client.containers.list(all=True, filters=owner) == []

@@ -132,12 +132,12 @@ def test_plain_git_never_imports_what_sits_above_it():
 @pytest.mark.parametrize("folder", ["containers/runner", "containers/egress", "tasks_lib/protocol"])
 def test_code_that_runs_in_containers_is_stdlib_only(folder):
     """It runs with the image's /usr/bin/python3: the standard library and its siblings (pbench_*), nothing of
-    the project and no third-party package; the pytest launcher, which runs in the test environment's
-    interpreter, also the runner it launches."""
+    the project and no third-party package; the pytest launcher and the audit's reference compiler, which run in
+    the test environment's interpreter, also the runner they launch or compile for."""
 
     def foreign(name: str, path) -> bool:
         top = name.split(".", 1)[0]
-        if path.name == "pbench_pytest.py" and top in ("pytest", "_pytest", "pluggy"):
+        if path.name in ("pbench_pytest.py", "pbench_refs.py") and top in ("pytest", "_pytest", "pluggy"):
             return False
         return not (top in sys.stdlib_module_names or top.startswith("pbench_") or top == "__future__")
 

@@ -235,3 +235,58 @@ wheels = [{ url = "https://files.pythonhosted.org/x/macwheel-3.0-cp311-cp311-mac
     )
     assert lockcheck.uv_source_builds(uv) == ["macwheel", "oldlib"]
     assert lockcheck.bun_trusted('{"trustedDependencies": ["esbuild"]}') == ["esbuild"]
+
+
+UV_LOCK = """version = 1
+revision = 3
+requires-python = ">=3.11"
+
+[[package]]
+name = "app"
+version = "0.1.0"
+source = { editable = "." }
+dependencies = [
+    { name = "fastapi" },
+]
+
+[[package]]
+name = "fastapi"
+version = "0.115.0"
+source = { registry = "https://pypi.org/simple" }
+sdist = { url = "https://files.pythonhosted.org/f/fastapi.tar.gz", hash = "sha256:00", size = 1 }
+
+[[package]]
+name = "gitdep"
+version = "1.0"
+source = { git = "https://github.com/o/r?rev=main#abc" }
+
+[[package]]
+name = "nover"
+source = { url = "https://example.com/nover.whl" }
+"""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        UV_LOCK,
+        # A package whose head is not the one uv writes (a comment in it): the whole lock is parsed.
+        UV_LOCK.replace('name = "nover"\n', '# hand-edited\nname = "nover"\n'),
+        # The same name twice: the later table wins, as in the parsed lock.
+        UV_LOCK
+        + '\n[[package]]\nname = "fastapi"\nversion = "0.116.0"\nsource = { url = "https://x/f.whl" }\n',
+        "version = 1\n[[package]\nname = 'broken'\n",
+    ],
+)
+def test_uv_sources_from_the_heads_are_those_of_the_parsed_lock(text):
+    """Rule: the fast reading of a uv.lock (the packages' heads) gives what parsing the whole lock gives."""
+    import tomllib
+
+    lockcheck.uv_sources.cache_clear()
+    try:
+        parsed = lockcheck._uv_sources(tomllib.loads(text))
+    except tomllib.TOMLDecodeError:
+        parsed = {}
+    assert lockcheck.uv_sources(text.encode()) == parsed
+    if text == UV_LOCK:
+        assert parsed["gitdep"] == {"git": "https://github.com/o/r?rev=main#abc"} and "nover" in parsed

@@ -556,3 +556,77 @@ def test_a_test_process_killed_before_its_report_is_a_crash_not_tampering(tmp_pa
         assert any("from another process" in t for t in result.tampering), result.tampering
     else:
         assert result.tampering == [], result.tampering
+
+
+def test_the_runners_references_stand_for_a_compile_only_when_equal(runner_import, tmp_path):
+    """Rule: the reference code the runner had compiled beside the tests (pbench_refs.py, as the tool user, in a
+    folder only that user may write) spares the audit its own rewrite when a function equals it; code that
+    differs from it is still compared with what the audit compiles itself from the file's bytes."""
+    import marshal
+
+    audit = runner_import("pbench_audit")
+    refs_tool = runner_import("pbench_refs")
+    path = tmp_path / "test_x.py"
+    path.write_text("def test_x():\n    assert 1 == 2\n")
+    folder = tmp_path / "refs"
+    folder.mkdir()
+    assert refs_tool.main([str(folder), str(path), str(tmp_path / "missing.py")]) == 0
+    assert set(marshal.loads((folder / "refs.marshal").read_bytes())) == {
+        str(path)
+    }  # what failed is left out
+
+    compiled = []
+
+    def rewrite(p, config):
+        from _pytest.assertion.rewrite import _rewrite_test
+
+        compiled.append(p)
+        return _rewrite_test(p, config)
+
+    def source_with(references):
+        source = audit.SourceCode(rewrite, references)
+        source.config = type("Config", (), {"getini": lambda self, name: False})()
+        return source
+
+    top = marshal.loads((folder / "refs.marshal").read_bytes())[str(path)]
+    test_code = next(c for c in top.co_consts if hasattr(c, "co_code"))
+    source = source_with(audit.References(str(folder), None))
+    assert source.matches(test_code, str(path)) and compiled == []  # the reference was enough
+
+    foreign = compile("def test_x():\n    assert True\n", str(path), "exec", dont_inherit=True)
+    foreign_fn = next(c for c in foreign.co_consts if hasattr(c, "co_code"))
+    assert not source.matches(foreign_fn, str(path)) and compiled  # compared with the audit's own compile too
+    # With an assertion pass hook the references (rewritten without it) are not used at all.
+    hooked = audit.SourceCode(rewrite, audit.References(str(folder), None))
+    hooked.config = type("Config", (), {"getini": lambda self, name: True})()
+    assert hooked._index(str(path), "reference") == {}
+
+
+def test_reference_files_are_the_selected_tests_and_their_conftests(runner_import, tmp_path):
+    runner = runner_import("pbench_runner")
+    protected = {
+        "conftest.py",
+        "backend/tests/conftest.py",
+        "backend/tests/api/test_a.py",
+        "backend/app/x.py",
+    }
+    files = runner.reference_files(
+        tmp_path,
+        tmp_path / "backend",
+        ["tests/api/test_a.py::test_one", "../outside.py", "tests/api/b.txt"],
+        protected,
+    )
+    assert files == [
+        str(tmp_path / r) for r in ("conftest.py", "backend/tests/conftest.py", "backend/tests/api/test_a.py")
+    ]
+
+
+def test_references_are_waited_for_only_while_their_producer_runs(runner_import, tmp_path):
+    """The launcher stops waiting for the references when their producer has exited without writing them."""
+    import time
+
+    audit = runner_import("pbench_audit")
+    dead = audit.References(str(tmp_path), "999999999", wait_s=30)
+    start = time.monotonic()
+    assert dead.get(str(tmp_path / "test_x.py")) is None and time.monotonic() - start < 5
+    assert audit.References(None, None).get("x") is None
