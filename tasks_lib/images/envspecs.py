@@ -156,22 +156,15 @@ def backend_env_spec(
 def lock_groups(contents: Mapping[str, bytes | None]) -> set[str] | None:
     """The dependency groups a uv lock records for its workspace's own packages (`[package.dev-dependencies]`
     of the editable and virtual ones); None when there is no uv lock to read."""
-    import tomllib
-
-    found: set[str] | None = None
-    for rel, data in contents.items():
-        if not (rel.endswith("uv.lock") and data):
-            continue
-        try:
-            lock = tomllib.loads(data.decode("utf-8", "replace"))
-        except tomllib.TOMLDecodeError:
-            continue
-        found = found or set()
-        for package in lock.get("package", []):
-            source = package.get("source") or {}
-            if "editable" in source or "virtual" in source:
-                found |= set(package.get("dev-dependencies") or {})
-    return found
+    locks = list(_uv_locks(contents))
+    if not locks:
+        return None
+    return {
+        group
+        for lock in locks
+        for package in _workspace_packages(lock)
+        for group in package.get("dev-dependencies") or {}
+    }
 
 
 def _check_groups(source: SourceRecord, contents: Mapping[str, bytes | None]) -> None:
@@ -310,24 +303,34 @@ def left_out(spec: BackendSpec, contents: Mapping[str, bytes | None] | None) -> 
     return sorted(n for n in names if n and any(fnmatch.fnmatchcase(n, p) for p in spec.leave_out.packages))
 
 
+def _uv_locks(contents: Mapping[str, bytes | None] | None):
+    """Every uv lock of `contents`, parsed (one that does not parse is skipped)."""
+    import tomllib
+
+    for rel, data in (contents or {}).items():
+        if rel.endswith("uv.lock") and data:
+            try:
+                yield tomllib.loads(data.decode("utf-8", "replace"))
+            except tomllib.TOMLDecodeError:
+                continue
+
+
+def _workspace_packages(lock: dict) -> list[dict]:
+    """A parsed lock's packages that come from the workspace itself (`editable` or `virtual` sources)."""
+    return [p for p in lock.get("package", []) if {"editable", "virtual"} & set(p.get("source") or {})]
+
+
 def workspace_members(contents: Mapping[str, bytes | None] | None) -> list[tuple[str, str]]:
     """(name, version) of the packages a uv lock takes from the workspace itself (`editable` or `virtual`
     sources), sorted."""
-    import tomllib
-
-    out: set[tuple[str, str]] = set()
-    for rel, data in (contents or {}).items():
-        if not (rel.endswith("uv.lock") and data):
-            continue
-        try:
-            lock = tomllib.loads(data.decode("utf-8", "replace"))
-        except tomllib.TOMLDecodeError:
-            continue
-        for package in lock.get("package", []):
-            source = package.get("source") or {}
-            if package.get("name") and ("editable" in source or "virtual" in source):
-                out.add((package["name"], str(package.get("version", "0"))))
-    return sorted(out)
+    return sorted(
+        {
+            (p["name"], str(p.get("version", "0")))
+            for lock in _uv_locks(contents)
+            for p in _workspace_packages(lock)
+            if p.get("name")
+        }
+    )
 
 
 def workspace_metadata_command(spec: BackendSpec, contents: Mapping[str, bytes | None] | None) -> str:
