@@ -34,6 +34,8 @@ import socket
 import sys
 import types
 
+from pbench_refs import DONE, MANIFEST, ref_name
+
 RUNNER_PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py")
 # Where the verdict is made: modules whose functions and classes must be the same objects at the end.
 REPORTING = (
@@ -183,35 +185,55 @@ def changed_identities(snapshot: ImageSnapshot) -> list[str]:
 
 class References:
     """Code the runner had compiled from the graded files' bytes, rewritten as pytest rewrites them with no
-    assertion pass hook, by the tool user beside the tests (pbench_refs.py): read once, when first asked for,
-    waiting while its producer still runs (at most `wait_s`). Nothing of it is trusted beyond equality: a
-    function equal to its reference is the file's code; any other is compared with what this process compiles."""
+    assertion pass hook, by the tool user before the tests (pbench_refs.py): one module at a time, each read when
+    first asked for, waiting (at most `wait_s` in all) only for a module the producer's manifest names and only
+    while the producer runs. Nothing of it is trusted beyond equality: a function equal to its reference is the
+    file's code; any other is compared with what this process compiles."""
 
     def __init__(self, folder: str | None, pid: str | None, wait_s: float = 60.0):
         self.folder, self.pid, self.wait_s = folder, int(pid) if pid else None, wait_s
-        self.codes: dict | None = None if folder else {}
+        self.codes: dict = {}
+        self.manifest: set[str] | None = None if folder else set()
+        self.deadline: float | None = None
 
     def get(self, path: str):
-        if self.codes is None:
-            self.codes = self._load()
-        return self.codes.get(path)
+        if path not in self.codes:
+            self.codes[path] = self._load(path)
+        return self.codes[path]
 
-    def _load(self) -> dict:
-        import marshal
+    def _wait_for(self, name: str) -> bool:
+        """Until `name` or the producer's `done` is in the folder, the producer exits or the time is up."""
         import time
 
-        target = os.path.join(self.folder, "refs.marshal")
-        deadline = time.monotonic() + self.wait_s
-        while not os.path.exists(target) and self._running() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        if self.deadline is None:
+            self.deadline = time.monotonic() + self.wait_s
+        target, done = os.path.join(self.folder, name), os.path.join(self.folder, DONE)
+        while not os.path.exists(target) and not os.path.exists(done):
+            if not self._running() or time.monotonic() >= self.deadline:
+                break
+            time.sleep(0.01)
+        return os.path.exists(target)
+
+    def _load(self, path: str):
+        import json
+        import marshal
+
+        if self.manifest is None:
+            try:
+                self._wait_for(MANIFEST)
+                with open(os.path.join(self.folder, MANIFEST), "rb") as fh:
+                    names = json.loads(fh.read())
+                self.manifest = {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
+            except (OSError, ValueError):
+                self.manifest = set()
+        if path not in self.manifest or not self._wait_for(ref_name(path)):
+            return None
         try:
-            with open(target, "rb") as fh:
-                data = marshal.loads(fh.read())
+            with open(os.path.join(self.folder, ref_name(path)), "rb") as fh:
+                code = marshal.loads(fh.read())
         except (OSError, ValueError, EOFError, TypeError):
-            return {}
-        if not isinstance(data, dict):
-            return {}
-        return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, types.CodeType)}
+            return None
+        return code if isinstance(code, types.CodeType) else None
 
     def _running(self) -> bool:
         """The producer (another user's process) exists and is no zombie: /proc says so to anyone."""
@@ -323,6 +345,7 @@ class Audit:
             if name.split(".", 1)[0] in RUNNER_PACKAGES or name in plugins
         }
         self.source = SourceCode(rewrite, references)
+        self.matched: dict[int, types.CodeType] = {}  # id -> code found equal to its file's
         self.findings: list[str] = []
         self.config = None
         self.session = None
@@ -406,14 +429,20 @@ class Audit:
         if not path or path.startswith("<") or not os.path.isfile(path):
             self.finding(f"{what} has no source file ({path or type(fn).__name__})")
             return
-        if path in self.protected or self.from_image(path) or path.startswith(self.work_tree):
+        image = path not in self.protected and self.from_image(path)
+        checked = path in self.protected or image or path.startswith(self.work_tree)
+        # A code object found equal to its file's once is that code for good (code objects do not change; the
+        # one kept here keeps its id from being reused): a test is checked after the collection, when it runs
+        # and at the end, its function compared once.
+        if checked and self.matched.get(id(code)) is not code:
             try:
-                same = self.source.matches(code, path, rewritten_first=not self.from_image(path))
+                same = self.source.matches(code, path, rewritten_first=not image)
             except (OSError, SyntaxError, ValueError):
                 same = False
             if not same:
                 self.finding(f"{what} runs code that is not the code of {path}")
                 return
+            self.matched[id(code)] = code
         module = getattr(item, "module", None) if item is not None else None
         module_file = getattr(module, "__file__", None)
         if module_file in self.protected and path == module_file and fn.__globals__ is not vars(module):

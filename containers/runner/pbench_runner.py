@@ -178,6 +178,8 @@ class Run:
         self.agent_files: list[str] = []
         self.servers = None  # a frontend run's dev server, when it started before the gate
         self.pw_tsconfig = None  # a Playwright run's tsconfig, the harness's (pbench_tsconfig)
+        self.refs = None  # the audit's references being compiled (pbench_refs.py), from the freeze on
+        self.refs_env: dict[str, str] = {}
 
     def finish(self, status):
         if self.guard is not None:
@@ -387,6 +389,13 @@ class Run:
     def prestart(self) -> bool:
         phase(Phase.PRESTART)
         t0 = time.monotonic()
+        if self.refs is not None and self.job.get("prestart"):
+            # Every step ends with every process but the runner killed: the references are finished first
+            # (begun at the freeze, they ran while the gate waited); stopped after two minutes.
+            try:
+                self.refs.wait(120)
+            except subprocess.TimeoutExpired:
+                self.refs.stop()
         for cmd in self.job.get("prestart", []):
             code, secs = run_untrusted(
                 cmd, self.workdir, OUT / "prestart.log", self.env, self.budget, shell=True
@@ -437,11 +446,11 @@ class Run:
         env["PBENCH_PROTECTED_JSON"] = str(TOOLS / "protected.json")
         if self.job.get("pytest_plugins") is not None:
             env["PBENCH_PYTEST_PLUGINS"] = json.dumps(self.job["pytest_plugins"])
-        refs = self.start_references(cmd[0], test.get("selection", []), env)
+        env.update(self.refs_env)
         phase(Phase.TESTS)
         code, secs = run_untrusted(cmd, self.workdir, OUT / "test.log", env, self.budget, channel=channel)
-        if refs is not None:  # done long before, or killed with everything else the tests left
-            refs.close(refs.poll())
+        if self.refs is not None:  # done long before, or killed with everything else the tests left
+            self.refs.close(self.refs.poll())
         self.result["test"] = {
             "command": cmd,
             "exit_code": code,
@@ -451,19 +460,23 @@ class Run:
         }
         self.timings["test_s"] = secs
 
-    def start_references(self, interpreter: str, selection: list[str], env: dict):
+    def start_references(self) -> None:
         """The launcher audit's reference code of the graded test files and the conftests on their way,
-        compiled by pbench_refs.py as the tool user beside the tests (the folder and the process are named to
-        the launcher in `env`). None when there is nothing to compile."""
-        files = reference_files(self.repo, self.workdir, selection, self.guard.protected)
+        compiled by pbench_refs.py as the tool user as soon as the tree is frozen: before a staged run's go,
+        the gate and the prestart steps, so that the tests rarely wait for a module's (the folder and the
+        process are named to the launcher by `Run.pytest`). Nothing to compile: nothing started."""
+        test = self.job["test"]
+        if test["runner"] != "pytest":
+            return
+        files = reference_files(self.repo, self.workdir, test.get("selection", []), self.guard.protected)
         if not files:
-            return None
+            return
+        interpreter = pytest_command(test, self.env, self.workdir, self.repo)[0][0]
         folder = fresh_dir(REFS, uid=TOOL_UID, gid=TOOL_GID)
         refs_env = {k: v for k, v in self.env.items() if not k.startswith("PYTHON")}
         cmd = [interpreter, "-I", str(TOOLS / "pbench_refs.py"), str(folder), *files]
-        refs = Untrusted(cmd, "/", OUT / "refs.log", refs_env, self.budget, uid=TOOL_UID, gid=TOOL_GID)
-        env["PBENCH_REFS_DIR"], env["PBENCH_REFS_PID"] = str(folder), str(refs.proc.pid)
-        return refs
+        self.refs = Untrusted(cmd, "/", OUT / "refs.log", refs_env, self.budget, uid=TOOL_UID, gid=TOOL_GID)
+        self.refs_env = {"PBENCH_REFS_DIR": str(folder), "PBENCH_REFS_PID": str(self.refs.proc.pid)}
 
     def playwright(self):
         import pbench_frontend
@@ -479,9 +492,11 @@ class Run:
         if runner not in TEST_RUNNERS:
             raise SystemExit(f"job: no test runner {runner!r} (known: {', '.join(TEST_RUNNERS)})")
         TEST_RUNNERS[runner](self)
+        t0 = time.monotonic()
         self.result["tampering"] += self.guard.scan("after the tests")
         if runner == "pytest":  # its reports were staged by the test user: copied out after the scan
             collect_stage(self.stage, self.budget)
+        self.timings["after_tests_s"] = round(time.monotonic() - t0, 3)
         return self.finish(RunnerStatus.COMPLETED)
 
 
@@ -559,6 +574,7 @@ def main() -> int:
     if not run_.patches():
         return run_.finish(RunnerStatus.PATCH_APPLY_FAILED)
     run_.freeze()
+    run_.start_references()
     if not run_.wait_for_go():
         return 0  # the host let the staged run go: nobody reads a result
     run_.serve_early()

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
@@ -34,6 +35,10 @@ TREE_TMPFS = {"/work/repo": "exec,mode=0755", "/work/repo/.git": "size=1g,mode=0
 # A sandbox's only resolver (behind Docker's embedded DNS, which answers the network's own names): the runner
 # serves it and fails every other name at once (containers/runner/pbench_dns.py).
 SANDBOX_RESOLVER = "127.0.0.1"
+# The CPU weight (cgroup cpu shares) of a run made ahead until its go, and of every other container (Docker's
+# default): the set-up of the next run, made while one's tests run, takes only what those tests leave.
+STAGED_CPU_SHARES = 2
+DEFAULT_CPU_SHARES = 1024
 # Docker's own log of a container is a backstop only (the runner pipes everything the code under test
 # prints into capped files): bounded so that no container's stdout can fill the daemon's disk.
 LOG_CONFIG = {"type": "json-file", "config": {"max-size": "10m", "max-file": "1"}}
@@ -133,7 +138,8 @@ class Stack:
     ):
         """A container for untrusted code: the task's private network only, limits, no capabilities for the
         code of the repository (the runner drops to unprivileged users before running any of it). `stdin`:
-        its standard input open to the host, for the go of a run made ahead (`go`)."""
+        its standard input open to the host, for the go of a run made ahead (`go`); such a container has the
+        least CPU weight until then (STAGED_CPU_SHARES): its set-up yields the CPU to the tests being run."""
         container = self.client.containers.create(
             image,
             command=RUNNER_COMMAND,
@@ -159,6 +165,7 @@ class Stack:
             log_config=LOG_CONFIG,
             init=True,
             stdin_open=stdin,
+            cpu_shares=STAGED_CPU_SHARES if stdin else None,
         )
         self.containers.append(container)
         return container
@@ -168,6 +175,10 @@ class Stack:
         container that has already exited (its patch did not apply) has nothing to be told."""
         import docker.errors
 
+        # Its tests run with the weight of any other run's (the weight is relative: it matters only while
+        # another run's tests want the same core).
+        with contextlib.suppress(docker.errors.APIError):
+            container.update(cpu_shares=DEFAULT_CPU_SHARES)
         try:
             sock = self.client.api.attach_socket(container.id, params={"stdin": 1, "stream": 1})
         except docker.errors.APIError:

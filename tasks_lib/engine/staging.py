@@ -6,7 +6,8 @@ setting the tree up (unpacked, committed, patched, protected) and then waiting, 
 code of the repository runs, for the host's go on its standard input. `run_tests` of an equal request takes the
 run over (`take`): its clock starts then, its runner is told to go, and the rest is the run as usual. With one
 worker on two cores, the making (~1.5 s of Docker and git per mcp-context-forge instance) happens while the
-previous instance's tests run, off the evaluation's critical path (docs/performance.md section 18).
+previous instance's tests run, off the evaluation's critical path (docs/performance.md section 18), and
+yields the CPU to them: the making thread runs niced, the container with the least CPU weight until its go.
 
 What is made ahead is what the run itself would make: the request is matched by everything that decides the
 run (`key`), never by instance id alone; a run that failed to be made, or that nobody takes, is removed
@@ -21,6 +22,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import threading
 import time
 import uuid
@@ -34,6 +36,8 @@ from tasks_lib.engine.stack import Stack
 
 log = logging.getLogger(__name__)
 
+# The nice value of the thread that makes a run ahead (its container's CPU weight: `stack.STAGED_CPU_SHARES`).
+STAGING_NICE = 10
 _lock = threading.Lock()
 _staged: dict[str, Staged] = {}
 
@@ -116,6 +120,10 @@ def stage(request: RunRequest, settings: Settings | None = None) -> bool:
 def _make(request: RunRequest, settings: Settings):
     from tasks_lib.engine import run
 
+    # This thread's share of the host's CPU (the archive streamed, the Docker calls) yields to the process's
+    # other threads and to the tests being run: Linux gives each thread its own nice value.
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), STAGING_NICE)
     stack = Stack(docker_client.get(), uuid.uuid4().hex[:12])
     stack.create_network(background=True)
     result = RunResult(status=RunStatus.INFRA_ERROR, log_dir=str(request.log_dir))

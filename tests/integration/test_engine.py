@@ -321,13 +321,27 @@ def test_a_spec_file_that_fails_to_load_leaves_the_others_their_outcomes(
     assert why in (tmp_path / "run" / "playwright-load-errors.json").read_text()
 
 
-def test_a_run_made_ahead_gives_what_the_run_gives(demo_source, demo_repo, demo_prs, tmp_path, base_images):
+def test_a_run_made_ahead_gives_what_the_run_gives(
+    demo_source, demo_repo, demo_prs, tmp_path, base_images, monkeypatch
+):
     """A run made ahead (`engine.staging`): its runner sets the tree up and waits for the go before any code
-    of the repository runs (its phase says so); taken over by the run of an equal request, its outcomes are the
-    direct run's; one that nobody takes, or whose patch does not apply, leaves nothing behind."""
+    of the repository runs (its phase says so), with the least CPU weight until then (its tests run with the
+    weight of any other); taken over by the run of an equal request, its outcomes are the direct run's; one
+    that nobody takes, or whose patch does not apply, leaves nothing behind."""
     import docker
 
+    from tasks_lib.engine import stack as stack_mod
     from tasks_lib.engine import staging
+
+    weights_at_go = []
+    original_go = stack_mod.Stack.go
+
+    def go(self, container):
+        original_go(self, container)
+        container.reload()
+        weights_at_go.append(container.attrs["HostConfig"]["CpuShares"])
+
+    monkeypatch.setattr(stack_mod.Stack, "go", go)
 
     base, head = _pr(demo_repo, demo_prs, "feature")
     split = _split(demo_source, demo_repo, base, head)
@@ -345,8 +359,10 @@ def test_a_run_made_ahead_gives_what_the_run_gives(demo_source, demo_repo, demo_
     time.sleep(3)  # the runner has set the tree up and waits: nothing of the repository ran
     out = side.tests.get_archive("/pbench/out/phase")[0]
     assert b"prestart" not in b"".join(out) and side.tests.reload() is None and side.tests.status == "running"
+    assert side.tests.attrs["HostConfig"]["CpuShares"] == stack_mod.STAGED_CPU_SHARES
     staged = engine.run_tests(request("ahead"))
     assert staged.status == direct.status == RunStatus.COMPLETED and "staged_s" in staged.timings
+    assert weights_at_go == [stack_mod.DEFAULT_CPU_SHARES]
     assert staged.tests == direct.tests and staged.witness_doubts == direct.witness_doubts == []
     assert staged.tampering == direct.tampering == []
 

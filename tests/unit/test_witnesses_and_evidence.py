@@ -570,10 +570,11 @@ def test_the_runners_references_stand_for_a_compile_only_when_equal(runner_impor
     path.write_text("def test_x():\n    assert 1 == 2\n")
     folder = tmp_path / "refs"
     folder.mkdir()
-    assert refs_tool.main([str(folder), str(path), str(tmp_path / "missing.py")]) == 0
-    assert set(marshal.loads((folder / "refs.marshal").read_bytes())) == {
-        str(path)
-    }  # what failed is left out
+    missing = str(tmp_path / "missing.py")
+    assert refs_tool.main([str(folder), str(path), missing]) == 0
+    written = {p.name for p in folder.iterdir()}
+    assert written == {"manifest.json", "done", refs_tool.ref_name(str(path))}  # what failed is left out
+    assert audit.References(str(folder), None).get(missing) is None
 
     compiled = []
 
@@ -588,7 +589,7 @@ def test_the_runners_references_stand_for_a_compile_only_when_equal(runner_impor
         source.config = type("Config", (), {"getini": lambda self, name: False})()
         return source
 
-    top = marshal.loads((folder / "refs.marshal").read_bytes())[str(path)]
+    top = marshal.loads((folder / refs_tool.ref_name(str(path))).read_bytes())
     test_code = next(c for c in top.co_consts if hasattr(c, "co_code"))
     source = source_with(audit.References(str(folder), None))
     assert source.matches(test_code, str(path)) and compiled == []  # the reference was enough
@@ -619,6 +620,28 @@ def test_reference_files_are_the_selected_tests_and_their_conftests(runner_impor
     assert files == [
         str(tmp_path / r) for r in ("conftest.py", "backend/tests/conftest.py", "backend/tests/api/test_a.py")
     ]
+
+
+def test_the_launcher_waits_only_for_a_module_it_needs_that_the_references_will_hold(runner_import, tmp_path):
+    """Rule: each module's reference is taken as soon as it is written, while the producer goes on with the
+    others; a file the producer's manifest does not name is never waited for (the audit compiles it itself)."""
+    import json
+    import marshal
+    import os
+    import time
+
+    audit = runner_import("pbench_audit")
+    refs_tool = runner_import("pbench_refs")
+    first, second = str(tmp_path / "test_a.py"), str(tmp_path / "test_b.py")
+    (tmp_path / "manifest.json").write_text(json.dumps([first, second]))
+    code = compile("def test_a():\n    pass\n", first, "exec")
+    (tmp_path / refs_tool.ref_name(first)).write_bytes(marshal.dumps(code))
+    running = audit.References(str(tmp_path), str(os.getpid()), wait_s=30)  # its producer still runs
+    start = time.monotonic()
+    assert running.get(first) == code and running.get(str(tmp_path / "other.py")) is None
+    assert time.monotonic() - start < 5
+    (tmp_path / "done").write_bytes(b"")  # the producer gave up on the second module
+    assert running.get(second) is None and time.monotonic() - start < 5
 
 
 def test_references_are_waited_for_only_while_their_producer_runs(runner_import, tmp_path):
