@@ -92,12 +92,16 @@ def evaluate_once(ids: list[str], corpus_args: tuple[str, ...], tree: Path | Non
         raise SystemExit(f"pbench evaluate exited {rc}:\n{text[-3000:]}")
     run_dir = Path(os.environ["PBENCH_OUTPUT_DIR"]) / "runs" / run_id
     report = json.loads((run_dir / "report.json").read_text())
-    engine = {"test_s": 0.0, "total_s": 0.0, "runs": 0}
+    engine = {"test_s": 0.0, "total_s": 0.0, "runs": 0, "per_instance_test_s": {}}
     for run_json in run_dir.glob("logs/*/*/run.json"):
         timings = json.loads(run_json.read_text())["timings"]
         engine["test_s"] += timings.get("test_s", 0.0)
         engine["total_s"] += timings.get("total_s", 0.0)
         engine["runs"] += 1
+        iid = run_json.parent.parent.name
+        engine["per_instance_test_s"][iid] = engine["per_instance_test_s"].get(iid, 0.0) + timings.get(
+            "test_s", 0.0
+        )
     shutil.rmtree(run_dir, ignore_errors=True)  # the traces of every instance: hundreds of MB per run
     resolved = sum(1 for v in report["instances"].values() if v == "resolved")
     return {"wall_s": secs, "resolved": resolved, "instances": len(report["instances"]), "engine": engine}
