@@ -217,7 +217,16 @@ def fail(message: str, code: int = ExitCode.HARNESS_ERROR):
 
 
 def prefect():
-    """Configure Prefect (result storage, cache location, local API) before the first flow runs."""
-    from tasks_lib.core import prefect_env
+    """Configure Prefect (result storage, cache location, local API) before the first flow runs, and start the
+    command's temporary API server in the background (`api_server`: it boots while the command imports its
+    flow); `prefect_ready()` waits for it before the first flow."""
+    from tasks_lib.core import api_server, prefect_env
 
     prefect_env.configure()
+    api_server.start()
+
+
+def prefect_ready():
+    from tasks_lib.core import api_server
+
+    api_server.wait_ready()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from cli.app import app, console, dataset_option, live_bar, prefect
+from cli.app import app, console, dataset_option, live_bar, prefect, prefect_ready
 from tasks_lib.core.errors import InputError
 
 
@@ -55,6 +55,8 @@ def curate(
     prefect()
     from flows.curation import run_curation
     from tasks_lib.core import progress
+
+    prefect_ready()
 
     with _curation_progress(season) as on_pr:
         progress.CURATION.append(on_pr)

@@ -18,6 +18,7 @@ from cli.app import (
     live_bar,
     max_workers_option,
     prefect,
+    prefect_ready,
 )
 from cli.corpus import _instance, curate
 from tasks_lib.core.constants import ExitCode
@@ -117,6 +118,8 @@ def _evaluate(
     prefect()
     from flows import evaluation as eval_flow
     from tasks_lib.core import progress
+
+    prefect_ready()
 
     with _verdict_progress(model, len(plan.instances)) as on_verdict:
         progress.CALLBACKS.append(on_verdict)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from cli.app import app, console, images_app, prefect
+from cli.app import app, console, images_app, prefect, prefect_ready
 from tasks_lib.core.constants import ExitCode
 from tasks_lib.core.errors import InputError
 
@@ -184,6 +184,8 @@ def limits(
     """Set this host's Docker slots and create or update the GitHub API rate limit on the Prefect API."""
     prefect()
     from tasks_lib.core import limits as limits_mod
+
+    prefect_ready()
 
     configured = limits_mod.ensure_limits(docker_slots, github_per_hour)
     for name, spec in configured.items():

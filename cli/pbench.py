@@ -32,6 +32,9 @@ def _on_stop(signum, frame):
 
 
 def main() -> None:
+    from tasks_lib.core import api_server
+
+    api_server.ENABLED = True  # this process is the command's own: it may start its Prefect API server early
     logging.basicConfig(
         level=os.environ.get("PBENCH_LOG_LEVEL", "WARNING"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
