@@ -312,15 +312,25 @@ def _uv_locks(contents: Mapping[str, bytes | None] | None):
 @functools.lru_cache(maxsize=8)
 def _workspace_packages(lock: bytes) -> tuple[tuple[str, str, frozenset[str]], ...] | None:
     """(name, version, dependency groups) of the packages a uv lock takes from the workspace itself (`editable`
-    or `virtual` sources); None when it does not parse. Kept per lock content: parsing mcp-context-forge's 1 MB
-    lock is 0.25-0.4 s, and every scoring asked it twice, then again for the run made ahead and the cache probe
-    (docs/performance.md, section 19); the lock of a base commit is the same for most of a corpus's instances."""
+    or `virtual` sources); None when it does not parse. Parsing all of mcp-context-forge's 1 MB lock took
+    0.25-0.4 s, and every scoring asked it twice before its run, then again for the run made ahead and the
+    cache probe (docs/performance.md, section 19): now only the tables that can be the workspace's are parsed,
+    and the answer is kept per lock content."""
     import tomllib
 
+    text = lock.decode("utf-8", "replace")
+    # Only the package tables that can be the workspace's are parsed: a `[[package]]` table's source key
+    # names `editable` or `virtual`, so a table without either word is none of them (a superset, filtered
+    # exactly below), after the lock's head. The whole lock is parsed when the cut one does not parse.
+    head, *tables = text.split("\n[[package]]\n")
+    kept = [t for t in tables if "editable" in t or "virtual" in t]
     try:
-        parsed = tomllib.loads(lock.decode("utf-8", "replace"))
+        parsed = tomllib.loads(head + "\n" + "".join("[[package]]\n" + t + "\n" for t in kept))
     except tomllib.TOMLDecodeError:
-        return None
+        try:
+            parsed = tomllib.loads(text)
+        except tomllib.TOMLDecodeError:
+            return None
     return tuple(
         (p.get("name") or "", str(p.get("version", "0")), frozenset(p.get("dev-dependencies") or {}))
         for p in parsed.get("package", [])

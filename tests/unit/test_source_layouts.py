@@ -675,3 +675,30 @@ source = { editable = "." }
     undeclared = b'[project]\nname = "g"\n'
     spec = envspecs.backend_env_spec(source, {"uv.lock": stale, "pyproject.toml": undeclared})
     assert "--group" not in spec.install
+
+
+def test_a_locks_workspace_packages_are_read_as_the_whole_lock_says(tmp_path):
+    """Rule (`envspecs._workspace_packages`, docs/performance.md section 19): only the lock's tables that can be
+    the workspace's are parsed; what it answers is what parsing the whole lock answers (a registry package
+    whose name or extras say "virtual"/"editable" is no member), groups included, and a lock whose cut tables
+    do not parse alone is parsed whole."""
+    import tomllib
+
+    lock = LOCK_WORKSPACE + (
+        b'\n[[package]]\nname = "virtualenv"\nversion = "20.1"\nsource = { registry = "https://pypi.org/simple" }\n'
+        b'dependencies = [{ name = "editables" }]\n'
+        b'\n[[package]]\nname = "app"\nversion = "0.1.0"\nsource = { editable = "app" }\n\n'
+        b'[package.dev-dependencies]\ndev = [{ name = "pytest" }]\nlint = [{ name = "ruff" }]\n'
+    )
+
+    def whole(data: bytes):
+        return tuple(
+            (p.get("name") or "", str(p.get("version", "0")), frozenset(p.get("dev-dependencies") or {}))
+            for p in tomllib.loads(data.decode()).get("package", [])
+            if {"editable", "virtual"} & set(p.get("source") or {})
+        )
+
+    cut = envspecs._workspace_packages.__wrapped__(lock)
+    assert cut == whole(lock) and {n for n, _, _ in cut} == {"gateway", "gateway-core", "app"}
+    assert envspecs.lock_groups({"uv.lock": lock}) == {"dev", "lint"}
+    assert envspecs._workspace_packages.__wrapped__(b"version = 1\n[[package]\n") is None  # not a lock
