@@ -69,7 +69,7 @@ def start() -> bool:
     }
     log = paths.cache_dir() / "prefect-server.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "wb") as out:
+    with open(log, "ab") as out:  # appended: commands at once share it (error lines only)
         _SERVER.process = subprocess.Popen(
             [
                 sys.executable,
