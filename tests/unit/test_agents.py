@@ -206,7 +206,19 @@ def test_a_stop_asked_for_by_the_operator_stops_the_agent_and_its_group(tmp_path
     finally:
         stopping.reset()
     status = Path(f"/proc/{int((tmp_path / 'child.pid').read_text())}/status")
-    assert not status.exists() or "State:\tZ" in status.read_text()
+
+    def gone() -> bool:
+        try:
+            return "State:\tZ" in status.read_text()
+        except FileNotFoundError:
+            return True
+
+    # SIGKILL is delivered when the killed process is next scheduled: on a loaded machine it may still show
+    # "R" for a moment after the kill returned. Gone within 5 s is "at once" for an operator.
+    deadline = time.monotonic() + 5
+    while not gone() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert gone()
 
 
 def test_output_over_the_cap_is_dropped_from_the_log_not_fatal(tmp_path):
