@@ -157,10 +157,10 @@ def backend_env_spec(
 def lock_groups(contents: Mapping[str, bytes | None]) -> set[str] | None:
     """The dependency groups a uv lock records for its workspace's own packages (`[package.dev-dependencies]`
     of the editable and virtual ones); None when there is no uv lock to read."""
-    locks = list(_uv_locks(contents))
-    if not locks:
+    members = list(_lock_members(contents))
+    if not members:
         return None
-    return {group for members in locks for _, _, groups in members for group in groups}
+    return {group for lock in members for _, _, groups in lock for group in groups}
 
 
 def _check_groups(source: SourceRecord, contents: Mapping[str, bytes | None]) -> None:
@@ -299,7 +299,7 @@ def left_out(spec: BackendSpec, contents: Mapping[str, bytes | None] | None) -> 
     return sorted(n for n in names if n and any(fnmatch.fnmatchcase(n, p) for p in spec.leave_out.packages))
 
 
-def _uv_locks(contents: Mapping[str, bytes | None] | None):
+def _lock_members(contents: Mapping[str, bytes | None] | None):
     """The workspace packages of every uv lock of `contents` (`_workspace_packages`; a lock that does not parse
     is skipped)."""
     for rel, data in (contents or {}).items():
@@ -342,7 +342,7 @@ def workspace_members(contents: Mapping[str, bytes | None] | None) -> list[tuple
     """(name, version) of the packages a uv lock takes from the workspace itself (`editable` or `virtual`
     sources), sorted."""
     return sorted(
-        {(name, version) for members in _uv_locks(contents) for name, version, _ in members if name}
+        {(name, version) for members in _lock_members(contents) for name, version, _ in members if name}
     )
 
 
