@@ -182,8 +182,9 @@ def funnel(
     season: str = typer.Option(..., help="Season name (data/season_defs/NAME.toml)."),
     source: str | None = typer.Option(None, help="One source of a multi-source season."),
 ):
-    """A season's funnel (PRs -> filter reasons -> extracted -> valid) and its table of extracted PRs, as
-    Markdown (what docs/validation.md shows per source). Reads a running or interrupted season as far as it got."""
+    """A season's funnel (PRs -> filter reasons -> extracted -> valid), its table of extracted PRs and the
+    images its runs used (lock contents, images built, build time, disk), as Markdown (what docs/validation.md
+    shows per source). Reads a running or interrupted season as far as it got."""
     from tasks_lib.curation import funnel as funnel_lib
     from tasks_lib.curation import plan as season_plan
     from tasks_lib.curation.season import load_season
@@ -195,7 +196,22 @@ def funnel(
             raise InputError(
                 f"--source: season {season} has no source {name!r} (it has {', '.join(spec.sources)})"
             )
-        typer.echo(f"## {name}\n\n" + funnel_lib.markdown(season_plan.source_out_dir(spec, name)))
+        out = season_plan.source_out_dir(spec, name)
+        typer.echo(f"## {name}\n\n" + funnel_lib.markdown(out))
+        typer.echo(f"### Images of {name}'s runs\n\n" + funnel_lib.images(out, _image_rows()))
+
+
+def _image_rows() -> list[dict]:
+    """The engine's image rows (parent, build time, disk added) for `funnel`, or the build ledger's rows
+    (parent and build time, no disk) when the engine does not answer: the funnel never needs Docker."""
+    from tasks_lib.core.errors import InfraError
+    from tasks_lib.images import lineage
+
+    try:
+        return lineage.image_rows()
+    except InfraError:
+        rows = [r for r in lineage.ledger_rows() if r["kind"] == "build"]
+        return [{"tag": r["tag"], "parent": r.get("parent", ""), "build_s": r["seconds"]} for r in rows]
 
 
 @app.command("corpus")

@@ -9,6 +9,7 @@ running season reads as far as it got), `instances.parquet` and `rejected.parque
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from tasks_lib.core.errors import InputError
@@ -70,7 +71,7 @@ def markdown(out: Path) -> str:
         if runs:
             per = f"{wall / valid / 60:.1f} min per valid instance" if valid else "no valid instance yet"
             lines.append(
-                f"Curation wall time, every run of the season counted ({runs}, interrupted ones included; image "
+                f"Curation wall time, every run of the season counted ({runs}, interrupted and killed ones included; image "
                 f"builds, rejected PRs and the offline stages in it): {wall / 3600:.2f} h ({per})."
             )
         domains = dict(zip(verdicts["number"], verdicts["stack_domain"], strict=False))
@@ -98,15 +99,105 @@ def _cannot_run(extraction) -> list[str]:
 
 
 def _wall(out: Path) -> tuple[float, int]:
-    """Seconds of every extracting run of the season (`season-runs.jsonl`), and how many."""
+    """Seconds of every extracting run of the season (`season-runs.jsonl`, and the live file of a run still
+    going or killed since: `plan.run_ledger`), and how many."""
     import json
 
-    path = out / "season-runs.jsonl"
-    if not path.is_file():
-        return 0.0, 0
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    from tasks_lib.curation.plan import LIVE_DIR
+
+    ledger = out / "season-runs.jsonl"
+    lines = ledger.read_text().splitlines() if ledger.is_file() else []
+    live = sorted((out / LIVE_DIR).glob("*.json")) if (out / LIVE_DIR).is_dir() else []
+    rows = [json.loads(line) for line in lines if line.strip()]
+    for path in live:
+        try:
+            rows.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue  # a beat being written: counted at the next look
     rows = [r for r in rows if not r.get("until")]
     return sum(float(r["wall_s"]) for r in rows), len(rows)
+
+
+def images(out: Path, engine_rows: list[dict] | None = None) -> str:
+    """The environment images of a season's runs, from its run folders (`logs/pr-*/<run>/run.json`: the
+    image, its lock content, whether the run built it and in how long): per side the runs, the distinct lock
+    contents, the images they used and those these runs built, then one row per image. Images are keyed by
+    lock content, so images = lock contents on each side unless the last column says otherwise.
+
+    `engine_rows` (`lineage.image_rows()` when the engine answers, else the build ledger's rows) add each
+    image's parent (a delta build), the build time of an image an earlier run of the season built (its run
+    folders were run again: "found") and the disk it adds beyond the images counted before it ("-" without
+    the engine)."""
+    import json
+
+    runs = []
+    for path in sorted((Path(out) / "logs").glob("pr-*/*/run.json")):
+        try:
+            r = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # a run being written
+        if not r.get("image") or not r.get("lock_sha"):
+            continue  # a run that never reached its image (a refused lock, a missing commit)
+        pr = path.parent.parent.name.removeprefix("pr-")
+        seconds = float((r.get("timings") or {}).get("image_s") or 0.0) if r.get("image_built") else 0.0
+        side = r["image"].split(":")[0].rpartition("-")[2]
+        runs.append(_ImageRun(int(pr) if pr.isdigit() else 0, r["image"], side, r["lock_sha"], seconds))
+    if not runs:
+        return "No run folder names an image yet.\n"
+    engine = {row["tag"]: row for row in engine_rows or []}
+    order = {tag: i for i, tag in enumerate(engine)}
+    summary = [
+        "| side | runs | lock contents | images used | built by these runs | build s | images = lock contents |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    table = [
+        "| image | side | lock content | PRs | runs | built | build s | parent (delta) | disk MB added |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for side in sorted({r.side for r in runs}):
+        mine = [r for r in runs if r.side == side]
+        locks_of: dict[str, set] = {}
+        images_of: dict[str, set] = {}
+        for r in mine:
+            locks_of.setdefault(r.image, set()).add(r.lock)
+            images_of.setdefault(r.lock, set()).add(r.image)
+        odd = [t for t, locks in locks_of.items() if len(locks) > 1]
+        odd += [lock for lock, tags in images_of.items() if len(tags) > 1]
+        built = {r.image: r for r in mine if r.built_s}
+        summary.append(
+            f"| {side} | {len(mine)} | {len(images_of)} | {len(locks_of)} | {len(built)} "
+            f"| {sum(r.built_s for r in built.values()):.0f} "
+            f"| {'yes' if not odd else 'no: ' + ', '.join(_key(x) for x in odd)} |"
+        )
+        for tag in sorted(locks_of, key=lambda t: (order.get(t, len(order)), t)):
+            used = [r for r in mine if r.image == tag]
+            row = engine.get(tag, {})
+            if tag in built:
+                how, seconds = f"built (#{built[tag].pr})", built[tag].built_s
+            else:
+                how, seconds = "found", float(row.get("build_s") or 0.0)
+            parent = _key(row["parent"]) if row.get("parent") else ("none" if row else "-")
+            adds = f"{row['adds_mb']:.0f}" if row.get("adds_mb") is not None else "-"
+            table.append(
+                f"| `{_key(tag)}` | {side} | {', '.join(sorted(_key(x) for x in locks_of[tag]))} "
+                f"| {', '.join(f'#{n}' for n in sorted({r.pr for r in used}))} | {len(used)} | {how} "
+                f"| {seconds:.0f} | {parent} | {adds} |"
+            )
+    return "\n".join([*summary, "", *table]) + "\n"
+
+
+@dataclass(frozen=True)
+class _ImageRun:
+    pr: int
+    image: str
+    side: str
+    lock: str
+    built_s: float  # 0 when the run found its image
+
+
+def _key(name: str) -> str:
+    """The short form of an image tag or a content hash: its last 16 hex digits' first part."""
+    return name.split(":")[-1][:16]
 
 
 def _count(row, kind: str) -> str:

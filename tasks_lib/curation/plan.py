@@ -71,14 +71,55 @@ def season_lock(season: Season, on_wait: Callable[[str], None] = lambda msg: Non
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+# A run of the season rewrites its live file this often: a run killed without a word (SIGKILL, the machine
+# stopped) is counted up to its last beat, within this many seconds.
+LEDGER_BEAT_S = 30.0
+LIVE_DIR = "season-runs.live"
+
+
 @contextlib.contextmanager
-def run_ledger(out: Path, until: str | None = None) -> Iterator[None]:
+def run_ledger(out: Path, until: str | None = None, beat_s: float = LEDGER_BEAT_S) -> Iterator[None]:
     """One line per run of the season on this source in `season-runs.jsonl` (start, end, wall seconds, how it
-    ended), interrupted runs included: what the season cost in all, counted across resumptions."""
+    ended), interrupted runs included: what the season cost in all, counted across resumptions.
+
+    A run that cannot write its line (killed by SIGKILL, the machine stopped) is not lost: while it runs it
+    rewrites `season-runs.live/<pid>-<start>.json` every `beat_s` seconds, and the next run of the season (the
+    season lock makes it the only one) turns a live file it finds into that run's line, `ended` "killed", its
+    wall time up to its last beat. `funnel` counts a live file of a run still going as well."""
     import json
+    import threading
     from datetime import UTC, datetime
 
-    started, t0, ended = datetime.now(UTC), time.monotonic(), "interrupted"
+    started, t0 = datetime.now(UTC), time.monotonic()
+    ledger, live_dir = out / "season-runs.jsonl", out / LIVE_DIR
+    _close_dead_runs(ledger, live_dir)
+    live = live_dir / f"{os.getpid()}-{started.strftime('%Y%m%dT%H%M%S')}.json"
+    row = {"started_at": started.isoformat(timespec="seconds"), "until": until, "pid": os.getpid()}
+
+    def beat(ended: str) -> dict:
+        return row | {
+            "ended_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "wall_s": round(time.monotonic() - t0, 1),
+            "ended": ended,
+        }
+
+    def write_live() -> None:
+        with contextlib.suppress(OSError):
+            live_dir.mkdir(exist_ok=True)
+            tmp = live.with_suffix(".tmp")
+            tmp.write_text(json.dumps(beat("running")))
+            tmp.replace(live)
+
+    done = threading.Event()
+
+    def beating() -> None:
+        while not done.wait(beat_s):
+            write_live()
+
+    write_live()
+    thread = threading.Thread(target=beating, name="season-ledger", daemon=True)
+    thread.start()
+    ended = "interrupted"
     try:
         yield
         ended = "completed"
@@ -86,16 +127,30 @@ def run_ledger(out: Path, until: str | None = None) -> Iterator[None]:
         ended = f"failed: {type(exc).__name__}"
         raise
     finally:
-        row = {
-            "started_at": started.isoformat(timespec="seconds"),
-            "ended_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "wall_s": round(time.monotonic() - t0, 1),
-            "ended": ended,
-            "until": until,
-            "pid": os.getpid(),
-        }
-        with open(out / "season-runs.jsonl", "a") as fh:
+        done.set()
+        thread.join(timeout=5)
+        with open(ledger, "a") as fh:
+            fh.write(json.dumps(beat(ended)) + "\n")
+        live.unlink(missing_ok=True)
+
+
+def _close_dead_runs(ledger: Path, live_dir: Path) -> None:
+    """Live files left by runs that were killed: each becomes its run's ledger line (`ended` "killed", its
+    wall time up to its last beat). Called under the season lock, so no run of this season is alive."""
+    import json
+
+    if not live_dir.is_dir():
+        return
+    for path in sorted(live_dir.glob("*.json")):
+        try:
+            row = json.loads(path.read_text())
+        except (OSError, ValueError):
+            path.unlink(missing_ok=True)  # a beat cut short: nothing to count
+            continue
+        row["ended"] = "killed"
+        with open(ledger, "a") as fh:
             fh.write(json.dumps(row) + "\n")
+        path.unlink(missing_ok=True)
 
 
 def stopped(out: Path, stage: str) -> dict:

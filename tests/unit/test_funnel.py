@@ -93,3 +93,74 @@ def test_every_run_of_a_season_is_counted_in_its_wall_time(tmp_path):
     rows = [json.loads(x) for x in (tmp_path / "season-runs.jsonl").read_text().splitlines()]
     assert [r["ended"] for r in rows] == ["completed", "failed: ValueError", "interrupted", "completed"]
     assert funnel._wall(tmp_path)[1] == 3
+
+
+def test_a_run_killed_without_a_word_is_counted_up_to_its_last_beat(tmp_path):
+    """Rule: a run rewrites its live file while it runs; SIGKILL leaves it behind, the funnel counts it (a run
+    still going is counted too), and the next run turns it into that run's ledger line, `ended` "killed"."""
+    import time
+
+    from tasks_lib.curation import plan as season_plan
+
+    with season_plan.run_ledger(tmp_path, beat_s=0.05):
+        time.sleep(0.3)
+        live = list((tmp_path / season_plan.LIVE_DIR).glob("*.json"))
+        assert len(live) == 1 and json.loads(live[0].read_text())["ended"] == "running"
+        assert funnel._wall(tmp_path)[1] == 1  # a run still going counts
+        left = live[0].read_text()
+    assert not list((tmp_path / season_plan.LIVE_DIR).glob("*.json"))
+    # What SIGKILL leaves: the live file of a run that never wrote its line.
+    (tmp_path / season_plan.LIVE_DIR / "999-20261206T000000.json").write_text(
+        json.dumps(json.loads(left) | {"pid": 999, "wall_s": 600.0})
+    )
+    wall, runs = funnel._wall(tmp_path)
+    assert runs == 2 and wall >= 600.0
+    with season_plan.run_ledger(tmp_path):
+        pass
+    rows = [json.loads(x) for x in (tmp_path / "season-runs.jsonl").read_text().splitlines()]
+    assert [r["ended"] for r in rows] == ["completed", "killed", "completed"]
+    assert rows[1]["wall_s"] == 600.0 and rows[1]["pid"] == 999
+    assert not list((tmp_path / season_plan.LIVE_DIR).glob("*.json"))
+    assert funnel._wall(tmp_path)[1] == 3
+
+
+def _run(out, pr: int, run: str, image: str, lock: str, built_s: float = 0.0) -> None:
+    folder = out / "logs" / f"pr-{pr}" / run
+    folder.mkdir(parents=True)
+    record = {
+        "image": image,
+        "image_built": bool(built_s),
+        "lock_sha": lock,
+        "timings": {"image_s": built_s or 0.1},
+    }
+    (folder / "run.json").write_text(json.dumps(record))
+
+
+def test_the_images_of_a_season_are_its_lock_contents_with_their_build_time_and_disk(tmp_path):
+    """Rule: per side, the distinct lock contents of the season's runs against the images they used and those
+    they built (image_s of the building run); an image an earlier run built is "found", its time and parent
+    from the engine's rows; one image for two lock contents is named."""
+    assert funnel.images(tmp_path).startswith("No run folder")
+    back_a, back_b, front = (
+        "pbench/env-s-backend:aaaa1111",
+        "pbench/env-s-backend:bbbb2222",
+        "pbench/env-s-frontend:ffff",
+    )
+    _run(tmp_path, 7, "head-1", back_a, "sha256:1111", built_s=150.0)
+    _run(tmp_path, 7, "base-1", back_a, "sha256:1111")
+    _run(tmp_path, 7, "frontend-head-1", front, "sha256:f1", built_s=300.0)
+    _run(tmp_path, 9, "head-1", back_b, "sha256:2222")
+    (tmp_path / "logs" / "pr-9" / "broken").mkdir()
+    (tmp_path / "logs" / "pr-9" / "broken" / "run.json").write_text("{")  # being written: skipped
+    rows = [
+        {"tag": back_a, "parent": "", "build_s": 150.0, "adds_mb": 2500.0},
+        {"tag": back_b, "parent": back_a, "build_s": 35.0, "adds_mb": 144.4},
+    ]
+    text = funnel.images(tmp_path, rows)
+    assert "| backend | 3 | 2 | 2 | 1 | 150 | yes |" in text
+    assert "| frontend | 1 | 1 | 1 | 1 | 300 | yes |" in text
+    assert "| `aaaa1111` | backend | 1111 | #7 | 2 | built (#7) | 150 | none | 2500 |" in text
+    assert "| `bbbb2222` | backend | 2222 | #9 | 1 | found | 35 | aaaa1111 | 144 |" in text
+    assert "| `ffff` | frontend | f1 | #7 | 1 | built (#7) | 300 | - | - |" in text
+    _run(tmp_path, 11, "head-1", back_a, "sha256:3333")  # one image for two lock contents
+    assert "| backend | 4 | 3 | 2 | 1 | 150 | no: aaaa1111 |" in funnel.images(tmp_path, rows)
