@@ -201,18 +201,21 @@ def _key(name: str) -> str:
 
 
 def _count(row, kind: str) -> str:
-    """Tests per runner, `backend + frontend` (pytest + Playwright); one number for a PR with one side's tests
-    (an extraction.parquet of before 0.3 names the backend's `fail_to_pass`)."""
+    """Tests per runner, `pytest + Playwright`, for a PR whose runs had a Playwright side (its `sides`) or
+    whose lists hold Playwright tests; one number for a pytest-only PR (an extraction.parquet of before 0.3
+    names the backend's `fail_to_pass`)."""
     backend = getattr(row, f"backend_{kind}", getattr(row, kind, None))
     frontend = getattr(row, f"frontend_{kind}", None)
     b, f = (len(x) if x is not None else 0 for x in (backend, frontend))
-    return f"{b} + {f}" if f else str(b)
+    sides = getattr(row, "sides", None)
+    both = f or (sides is not None and "frontend" in list(sides))
+    return f"{b} + {f}" if both else str(b)
 
 
 def _table(extraction, prs, domains: dict, valid_ids: set, rejected_by: dict) -> str:
     titles = dict(zip(prs["number"], prs["title"], strict=False))
     rows = [
-        "F2P and P2P count pytest tests, `+` Playwright tests when a PR has both.",
+        "F2P and P2P count pytest tests, `+` Playwright tests for a PR whose runs had a Playwright side.",
         "",
         "| PR | title | domain | extraction | F2P | P2P | scope files | s | instance / reason |",
         "|---|---|---|---|---|---|---|---|---|",

@@ -69,6 +69,10 @@ def test_the_funnel_counts_every_stage_and_lists_every_extracted_pr(tmp_path):
     results[0].frontend_fail_to_pass = ["a.spec.ts:3:5 › t", "a.spec.ts:9:5 › u"]
     curation.write_extraction(results, tmp_path)
     assert "| ok | 1 + 2 | 2 | 1 | 120 |" in funnel.markdown(tmp_path)
+    # A PR whose runs had a Playwright side shows both runners even where Playwright gave none.
+    results[0].frontend_fail_to_pass, results[0].sides = [], ["backend", "frontend"]
+    curation.write_extraction(results, tmp_path)
+    assert "| ok | 1 + 0 | 2 + 0 | 1 | 120 |" in funnel.markdown(tmp_path)
     results[1].cannot_run = [{"test": "t::k", "reason": "skipped: needs OPENAI_API_KEY"}]
     curation.write_extraction(results, tmp_path)
     assert (
