@@ -176,19 +176,28 @@ def extract(
     if split.test_patch_frontend.strip() and source.frontend is not None:
         sides.append(Side.FRONTEND)
     result.sides = [str(s) for s in sides]
+    nothing: list[str] = []  # why a side has nothing to run
     try:
         result.test_scope = list(test_scope.scope_files(source, repo, base, split))
     except test_scope.NothingToRun as exc:
-        result.status, result.error = ExtractionStatus.NO_FAIL_TO_PASS, str(exc)
-        return _done(result, start, log_dir)
+        # The Playwright side may still have its specs (a PR whose pytest changes are all under ignored
+        # paths, or a PR with Playwright specs only): without one, the PR has nothing to run.
+        if Side.FRONTEND not in sides:
+            result.status, result.error = ExtractionStatus.NO_FAIL_TO_PASS, str(exc)
+            return _done(result, start, log_dir)
+        if Side.BACKEND in sides:
+            sides.remove(Side.BACKEND)
+            nothing.append(f"backend: {exc}")
+        result.sides = [str(s) for s in sides]
     if Side.FRONTEND in sides:
         try:
             result.frontend_test_scope = list(test_scope.frontend_scope_files(source, repo, base, split))
         except test_scope.NothingToRun as exc:
             sides.remove(Side.FRONTEND)  # the backend side may still have its tests
+            nothing.append(f"frontend: {exc}")
             result.sides = [str(s) for s in sides]
             if not sides:
-                result.status, result.error = ExtractionStatus.NO_FAIL_TO_PASS, f"frontend: {exc}"
+                result.status, result.error = ExtractionStatus.NO_FAIL_TO_PASS, "; ".join(nothing)
                 return _done(result, start, log_dir)
     chains = {
         "base": (base_runs, (engine.PatchInput("test_patch", split.test_patch),)),

@@ -4,6 +4,7 @@ base runs on the tests that passed in every head run."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from tasks_lib.core.constants import ExtractionStatus, Outcome, RunStatus
 from tasks_lib.curation import extraction
 from tasks_lib.engine import RunResult, grading
 from tasks_lib.formats import playwright_report
-from tasks_lib.sources.record import load_source
+from tasks_lib.sources.record import TestScope, load_source
 
 P, F = Outcome.PASSED, Outcome.FAILED
 
@@ -341,3 +342,44 @@ def test_one_side_with_a_candidate_gets_every_run_of_both(fullstack_pr, tmp_path
     result = extraction.extract(load_source("demo"), repo, 7, base, head, tmp_path / "logs", run=run)
     assert len(seen) == 10 and result.status == ExtractionStatus.OK
     assert result.frontend_pass_to_pass == [F_ONE, F_TWO] and result.backend_fail_to_pass == [B_TWO]
+
+
+def _backend(source, **changes):
+    """The source with its backend record changed (a `touched` scope: langflow's, mcp-context-forge's)."""
+    return dataclasses.replace(source, backend=dataclasses.replace(source.backend, **changes))
+
+
+def test_a_playwright_side_runs_when_the_backend_scope_holds_nothing(frontend_pr, fullstack_pr, tmp_path):
+    """Rule: a `touched` backend scope with nothing to run (no pytest file changed, or every one under a path
+    the test command ignores) drops the backend side only: the Playwright side still runs and labels (before,
+    the PR ended no_fail_to_pass there: langflow #7110, and every PR with Playwright specs only). Without a
+    Playwright side the PR ends as before."""
+    source = _backend(load_source("demo"), scope=TestScope("touched", 2))
+    repo, base, head = frontend_pr
+    run, selections = _recording_runner(
+        {
+            "frontend-head-1": {ONE: P, TWO: P},
+            "frontend-base-1": {ONE: P, TWO: F},
+            "frontend-head-2": {ONE: P, TWO: P},
+            "frontend-head-3": {ONE: P, TWO: P},
+            "frontend-base-2": {ONE: P, TWO: F},
+        }
+    )
+    result = extraction.extract(source, repo, 7, base, head, tmp_path / "a", run=run)
+    assert result.status == ExtractionStatus.OK and result.sides == ["frontend"]
+    assert result.frontend_fail_to_pass == [TWO] and result.frontend_pass_to_pass == [ONE]
+    assert not any(name.startswith(("head", "base")) for name in selections)  # no backend run
+    # A fullstack PR whose pytest file is under an ignored path: its backend side is dropped, not the PR.
+    repo, base, head = fullstack_pr
+    ignoring = _backend(source, test_command="python -m pytest --ignore=tests")
+    run, seen = _fullstack_runner({}, {"head": {F_ONE: P, F_TWO: P}, "base": {F_ONE: P, F_TWO: F}})
+    result = extraction.extract(ignoring, repo, 8, base, head, tmp_path / "b", run=run)
+    assert result.status == ExtractionStatus.OK and result.sides == ["frontend"]
+    assert result.frontend_fail_to_pass == [F_TWO] and not result.backend_fail_to_pass
+    assert seen and all(name.startswith("frontend") for name in seen)
+    # Without a Playwright side: no run, the scope's reason.
+    backend_only = dataclasses.replace(ignoring, frontend=None)
+    result = extraction.extract(backend_only, repo, 9, base, head, tmp_path / "c", run=run)
+    assert (
+        result.status == ExtractionStatus.NO_FAIL_TO_PASS and "changes no test the suite runs" in result.error
+    )
