@@ -26,6 +26,12 @@ def curate(
     max_concurrency: int | None = typer.Option(
         None, help="Extractions at once (default: the season's extraction.max_concurrency)."
     ),
+    refresh: list[int] = typer.Option(
+        [],
+        "--refresh",
+        help="Extract this PR again whatever its cached result (repeat): after a rule change that touches "
+        "only some PRs (CHANGELOG.md).",
+    ),
 ):
     """Run a curation season: crawl, filter, distribution, extraction, packaging, validation, tiering."""
     if prs_file is not None and not prs_file.is_file():
@@ -42,8 +48,13 @@ def curate(
         raise InputError(f"--limit: a positive number of PRs, got {limit}")
     if max_concurrency is not None and max_concurrency < 1:
         raise InputError(f"--max-concurrency: a positive number of extractions, got {max_concurrency}")
+    if any(n < 1 for n in refresh):
+        raise InputError(f"--refresh: PR numbers, got {', '.join(str(n) for n in refresh if n < 1)}")
+    if refresh and until is not None:
+        raise InputError(f"--refresh goes with an extracting run, not with --until {until}")
     _preflight(season, source, crawl, prs_file, mirror)
-    summaries = None if until is not None else _up_to_date(season, source, crawl, prs_file, mirror, limit)
+    may_be_current = until is None and not refresh  # a refresh always runs the flow
+    summaries = _up_to_date(season, source, crawl, prs_file, mirror, limit) if may_be_current else None
     if summaries is not None:
         _print_summaries(summaries)
         console.print(
@@ -70,6 +81,7 @@ def curate(
                 limit=limit,
                 until=until,
                 max_concurrency=max_concurrency,
+                refresh=list(refresh) or None,
             )
         finally:
             progress.CURATION.remove(on_pr)

@@ -141,6 +141,7 @@ def curation_season(
     limit: int | None = None,
     until: str | None = None,
     max_concurrency: int | None = None,
+    refresh: list[int] | None = None,
 ) -> dict:
     """Crawl -> filter -> distribution -> extraction -> packaging/tiering/validation, per source.
 
@@ -148,6 +149,8 @@ def curation_season(
     whatever task runner the flow was started with: a deployment run behaves as the CLI's.
 
     `until="distribution"` stops after the offline stages (no container): a first look at a new export.
+    `refresh` names PRs extracted again whatever their cached results (a rule change that touches only them:
+    CHANGELOG.md).
     """
     stopping.chain_sigterm()  # SIGTERM reaches the worker threads too: a stop within seconds
     if until not in (None, *season_plan.OFFLINE_STAGES):
@@ -165,7 +168,16 @@ def curation_season(
                 season_state.forget(out)
             with season_plan.run_ledger(out, until):
                 summaries[source_name] = _source(
-                    spec, source_name, out, crawl_method, prs_file, mirror, limit, until, max_concurrency
+                    spec,
+                    source_name,
+                    out,
+                    crawl_method,
+                    prs_file,
+                    mirror,
+                    limit,
+                    until,
+                    max_concurrency,
+                    frozenset(refresh or ()),
                 )
         if until is None:  # every source completed: the next run with these inputs has nothing to do
             for source_name, summary in summaries.items():
@@ -186,7 +198,16 @@ def _fingerprint(season, sources, crawl_method, prs_file, mirror, limit, until) 
 
 
 def _source(
-    spec: Season, source_name: str, out: Path, crawl_method, prs_file, mirror, limit, until, concurrency
+    spec: Season,
+    source_name: str,
+    out: Path,
+    crawl_method,
+    prs_file,
+    mirror,
+    limit,
+    until,
+    concurrency,
+    refresh: frozenset[int] = frozenset(),
 ) -> dict:
     logger = _logger()
     crawl(spec, source_name, crawl_method, prs_file, mirror, str(out))
@@ -206,8 +227,16 @@ def _source(
     not_listed = curation.listed_not_kept(source, out, spec.prs, spec.waive) if spec.prs else {}
     for number, why in not_listed.items():
         logger.warning("%s: PR #%d of extraction.prs is not extracted: %s", source_name, number, why)
+    for number in sorted(refresh - {job.number for job in jobs}):
+        logger.warning(
+            "%s: --refresh #%d: not among the PRs this run extracts (filtered out, or past --limit)",
+            source_name,
+            number,
+        )
     logger.info("%s: extracting FAIL_TO_PASS for %d PR(s)", source_name, len(jobs))
-    _extract_all(spec, source, source_name, jobs, mirror, concurrency or spec.max_concurrency, results, out)
+    _extract_all(
+        spec, source, source_name, jobs, mirror, concurrency or spec.max_concurrency, results, out, refresh
+    )
     curation.write_extraction(results, out)
     summary = season_plan.finish_source(
         spec, out, results, package_stage(spec, source_name, str(out), mirror), not_listed
@@ -226,18 +255,28 @@ def _source(
 
 
 def _extract_all(
-    spec: Season, source, source_name: str, jobs, mirror, concurrency: int, results: list, out: Path
+    spec: Season,
+    source,
+    source_name: str,
+    jobs,
+    mirror,
+    concurrency: int,
+    results: list,
+    out: Path,
+    refresh: frozenset[int] = frozenset(),
 ) -> None:
     """Every job's extraction appended to `results` (which may hold results planned without a run), at most
     `concurrency` at once whatever task runner the flow was started with (the CLI's or a deployment's
     default), with cached results in the project's cache folder whoever runs the flow; progress reported per
     PR as it finishes, and `out`'s extraction.parquet rewritten at most every 30 s (a running or interrupted
-    season reads as far as it got)."""
+    season reads as far as it got). A PR in `refresh` is extracted again whatever its cached result (and the
+    fresh one is cached)."""
     logger = _logger()
     task = extract_pr.with_options(result_storage=prefect_env.result_storage())
+    fresh = task.with_options(refresh_cache=True)
 
     def submit(job: season_plan.ExtractionJob):
-        return task.submit(
+        return (fresh if job.number in refresh else task).submit(
             source_name,
             source.repo,
             job.number,

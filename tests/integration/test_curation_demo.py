@@ -155,3 +155,22 @@ def test_frontend_only_and_fullstack_prs_yield_playwright_fail_to_pass(curated_d
     # The frontend tests that existed before each PR pass on both sides: they are the PASS_TO_PASS guard.
     assert frontend["pass_to_pass"]["frontend"]
     assert frontend["test_patch_frontend"] and not frontend["test_patch_backend"]
+
+
+def test_a_refreshed_pr_is_extracted_again_and_only_it(curated_demo, container_counter):
+    """`--refresh N` (a rule change that touches only some PRs: CHANGELOG.md): that PR's extraction runs again
+    whatever its cached result, the others are answered from the cache, and the instances are the same."""
+    import time
+
+    from flows.curation import run_curation
+
+    out, number = curated_demo["out"], DEMO_PRS["bugfix"]
+    before = (out / "instances.jsonl").read_text()
+    started = time.time()
+    with container_counter() as counted:
+        run_curation("demo", refresh=[number])
+    assert counted.created, "the refreshed PR ran no container"
+    runs = sorted((out / "logs").glob("pr-*/*/run.json"))
+    fresh = {p.parent.parent.name for p in runs if p.stat().st_mtime >= started}
+    assert fresh == {f"pr-{number}"}
+    assert (out / "instances.jsonl").read_text() == before

@@ -134,12 +134,15 @@ def test_an_unexpected_error_is_exit_2_on_one_line_and_the_traceback_only_with_d
 
 
 def test_curate_choices_are_refused_before_prefect_starts(tmp_path):
-    """A typo in --until / --crawl / --limit: exit 2 naming the option, and no Prefect server was started."""
+    """A typo in --until / --crawl / --limit / --refresh: exit 2 naming the option, and no Prefect server was
+    started."""
     for args, option in (
         (["--until", "filtr"], "--until"),
         (["--crawl", "gitlab"], "--crawl"),
         (["--limit", "0"], "--limit"),
         (["--max-concurrency", "0"], "--max-concurrency"),
+        (["--refresh", "0"], "--refresh"),
+        (["--refresh", "5", "--until", "filter"], "--refresh"),
     ):
         res = _pbench("curate", "--season", "demo", *args, env={"PBENCH_OUTPUT_DIR": str(tmp_path)})
         assert res.returncode == 2 and option in res.stderr, res.stderr
