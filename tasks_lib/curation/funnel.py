@@ -71,8 +71,8 @@ def markdown(out: Path) -> str:
         if runs:
             per = f"{wall / valid / 60:.1f} min per valid instance" if valid else "no valid instance yet"
             lines.append(
-                f"Curation wall time, every run of the season counted ({runs}, interrupted and killed ones included; image "
-                f"builds, rejected PRs and the offline stages in it): {wall / 3600:.2f} h ({per})."
+                f"Curation wall time, every run of the season counted ({runs}, interrupted and killed ones "
+                f"included; image builds, rejected PRs and the offline stages in it): {wall / 3600:.2f} h ({per})."
             )
         domains = dict(zip(verdicts["number"], verdicts["stack_domain"], strict=False))
         lines += ["", _table(extraction, prs, domains, valid_ids, rejected_by)]
@@ -196,7 +196,7 @@ class _ImageRun:
 
 
 def _key(name: str) -> str:
-    """The short form of an image tag or a content hash: its last 16 hex digits' first part."""
+    """The short form of an image tag or a content hash: the first 16 characters after its last colon."""
     return name.split(":")[-1][:16]
 
 
