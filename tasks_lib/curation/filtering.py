@@ -11,7 +11,7 @@ import copy
 import fnmatch
 import tomllib
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from pathlib import Path
@@ -39,6 +39,7 @@ DOCS_ONLY = "docs_only"
 NO_TEST_CHANGES = "no_test_changes"
 TOO_SMALL = "too_small"
 TOO_LARGE = "too_large"
+UNSPECIFIABLE = "unspecifiable"  # the curators' record (data/statements/<source>.jsonl) says why
 
 _VARIATION_SELECTOR = "\ufe0f"
 
@@ -310,8 +311,11 @@ def _label_matches(label: str, pattern: str) -> bool:
     return fnmatch.fnmatchcase(label.casefold(), pattern.casefold())
 
 
-def reasons_for(pr: PullRequest, source: SourceRecord, rules: FilterRules) -> tuple[str, ...]:
-    """Every rule the PR breaks, in a fixed order. Empty means the PR is kept."""
+def reasons_for(
+    pr: PullRequest, source: SourceRecord, rules: FilterRules, unspecifiable: Collection[str] = ()
+) -> tuple[str, ...]:
+    """Every rule the PR breaks, in a fixed order. Empty means the PR is kept. `unspecifiable`: the instance ids
+    the curators leave out (`statements.unspecifiable`)."""
     reasons: list[str] = []
     if (rules.reject_bot_flag and pr.author_is_bot) or normalize_login(
         pr.author
@@ -336,11 +340,15 @@ def reasons_for(pr: PullRequest, source: SourceRecord, rules: FilterRules) -> tu
         reasons.append(TOO_SMALL)
     if lines > rules.max_changed_lines:
         reasons.append(TOO_LARGE)
+    if pr.instance_id in unspecifiable:
+        reasons.append(UNSPECIFIABLE)
     return tuple(reasons)
 
 
-def judge(pr: PullRequest, source: SourceRecord, rules: FilterRules) -> FilterVerdict:
-    reasons = reasons_for(pr, source, rules)
+def judge(
+    pr: PullRequest, source: SourceRecord, rules: FilterRules, unspecifiable: Collection[str] = ()
+) -> FilterVerdict:
+    reasons = reasons_for(pr, source, rules, unspecifiable)
     domain = pr_stack_domain(pr, source)
     return FilterVerdict(
         number=pr.number,
@@ -355,9 +363,11 @@ def judge(pr: PullRequest, source: SourceRecord, rules: FilterRules) -> FilterVe
     )
 
 
-def filter_prs(prs: list[PullRequest], source: SourceRecord, rules: FilterRules) -> list[FilterVerdict]:
+def filter_prs(
+    prs: list[PullRequest], source: SourceRecord, rules: FilterRules, unspecifiable: Collection[str] = ()
+) -> list[FilterVerdict]:
     """One verdict per PR, in input order."""
-    return [judge(pr, source, rules) for pr in prs]
+    return [judge(pr, source, rules, unspecifiable) for pr in prs]
 
 
 def kept_prs(prs: Iterable[PullRequest], verdicts: Iterable[FilterVerdict]) -> list[PullRequest]:

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from tasks_lib.core.constants import HARNESS_VERSION, ExtractionStatus
 from tasks_lib.core.errors import InputError
 from tasks_lib.corpus import tiering
-from tasks_lib.curation import distribution, filtering, packaging
+from tasks_lib.curation import distribution, filtering, packaging, statements
 from tasks_lib.curation.extraction import EXTRACTION_SCHEMA, ExtractionResult
 from tasks_lib.curation.season import Season
 from tasks_lib.images import build as images
@@ -156,7 +156,8 @@ def stage_crawl(
 
 def stage_filter(source: SourceRecord, out: Path) -> Path:
     prs = read_prs_parquet(out / "prs.parquet")
-    verdicts = filtering.filter_prs(prs, source, filtering.load_filter_rules(source))
+    left_out = statements.unspecifiable_for(source.name)  # the curators' reasons stay in their file
+    verdicts = filtering.filter_prs(prs, source, filtering.load_filter_rules(source), left_out)
     return filtering.write_filter_parquet(verdicts, out / "filter.parquet")
 
 

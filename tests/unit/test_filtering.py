@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib.util
+import json
 import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
@@ -195,6 +196,34 @@ def test_size_band_counts_non_test_lines_without_lock_files(source, rules):
     assert "too_small" in reasons_for(lock_only, source, rules)
     assert "too_large" in reasons_for(huge, source, rules)
     assert reasons_for(one_line, source, rules) == ()  # the published instance 1396 is a 2-line fix
+
+
+def test_a_pr_the_curators_left_out_is_refused_as_unspecifiable_and_only_it(
+    source, rules, tmp_path, monkeypatch
+):
+    """Rule: a PR whose record in data/statements/<source>.jsonl says `unspecifiable` (with the curators' reason)
+    is refused by the filter, before any extraction, under its own reason code; the stage reads the file of the
+    PR's source, and every other PR is judged as before."""
+    from tasks_lib.curation import stages, statements
+
+    left, kept = make_pr(number=7), make_pr(number=8)
+    assert reasons_for(left, source, rules, {left.instance_id}) == ("unspecifiable",)
+    assert reasons_for(kept, source, rules, {left.instance_id}) == ()
+
+    prov = {"written_by": "c", "written_on": "2026-12-07", "from": "its tests", "reviewed_by": "r"}
+    path = tmp_path / "shop.jsonl"
+    path.write_text(
+        json.dumps(
+            {"instance_id": left.instance_id, "unspecifiable": "tests check privates", "provenance": prov}
+        )
+        + "\n"
+    )
+    monkeypatch.setattr(statements, "statements_file", lambda name: tmp_path / f"{name}.jsonl")
+    monkeypatch.setattr(stages, "read_prs_parquet", lambda _: [left, kept])
+    monkeypatch.setattr(filtering, "load_filter_rules", lambda _: rules)
+    written = filtering.read_filter_parquet(stages.stage_filter(source, tmp_path))
+    assert [(v.number, v.kept, v.reasons) for v in written] == [(7, False, ("unspecifiable",)), (8, True, ())]
+    assert statements.load(path) == {}  # not a statement: packaging never sees it
 
 
 def test_not_default_branch(source, rules):

@@ -303,6 +303,9 @@ def test_a_curated_statement_is_preferred_and_says_where_it_came_from(tiny_repo,
         ('{"instance_id": "a", "statement": "x"}', "needs written_by"),
         ('{"instance_id": "", "statement": "x", "provenance": {}}', "'instance_id'"),
         ('{"instance_id": "a", "statement": " ", "provenance": {}}', "'statement'"),
+        ('{"instance_id": "a", "statement": "x", "unspecifiable": "y", "provenance": {}}', "not both"),
+        ('{"instance_id": "a", "provenance": {}}', "either 'statement' or 'unspecifiable'"),
+        ('{"instance_id": "a", "unspecifiable": "", "provenance": {}}', "'unspecifiable' of a"),
     ],
 )
 def test_a_malformed_curated_statement_names_the_file_and_line(tmp_path, line, needle):
