@@ -351,6 +351,7 @@ def demo(max_workers: int = typer.Option(2, min=1)):
         limit=None,
         until=None,
         max_concurrency=None,
+        refresh=[],
     )
     validate(
         dataset="demo",

@@ -244,3 +244,23 @@ def test_export_refuses_an_out_suffix_it_cannot_write(tmp_path):
     assert not (tmp_path / "x.csv").exists()
     res = _pbench("export", "--dataset", "pub", "--out", str(tmp_path / "flat-v0.3"), env=_season(tmp_path))
     assert res.returncode == 0 and (tmp_path / "flat-v0.3" / "dataset_dict.json").is_file(), res.stderr
+
+
+def test_demo_gives_curate_and_validate_every_option_a_value(monkeypatch):
+    """`pbench demo` calls the `curate` and `validate` commands as Python functions, where an option left out
+    is typer's OptionInfo object, not its default (a new `--refresh` once broke the demo that way): every
+    parameter of both gets a plain value."""
+    import inspect
+
+    import typer
+
+    from cli import evaluate
+
+    calls = {}
+    real = {"curate": evaluate.curate, "validate": evaluate.validate}
+    for name in real:
+        monkeypatch.setattr(evaluate, name, lambda _n=name, **kw: calls.__setitem__(_n, kw))
+    evaluate.demo(max_workers=1)
+    for name, fn in real.items():
+        assert set(calls[name]) == set(inspect.signature(fn).parameters), name
+        assert not any(isinstance(v, typer.models.OptionInfo) for v in calls[name].values()), name
