@@ -268,7 +268,9 @@ def _label_side(
     else:
         changed = _changed_spec_tests(source, repo, base, head, split.test_patch_frontend, outcomes["head"])
     # Before the labels: a side whose tests were all skipped at head has no base run, and is said too.
-    result.cannot_run += grading.cannot_run_here(outcomes["head"], state.head_messages, changed)
+    result.cannot_run += grading.cannot_run_here(
+        outcomes["head"], state.head_messages, changed, state.head_service_network
+    )
     if not outcomes["base"]:
         return
     if side == Side.BACKEND and rule == "published-v0.1":
@@ -315,6 +317,8 @@ class _SideState:
     base_errors: set[str] = field(default_factory=set)
     stopped: bool = False
     head_messages: dict[str, str] = field(default_factory=dict)  # a test's message in its last head run
+    # Per head run: a line of its live services' logs saying the outside network was wanted ("" for none).
+    head_service_network: list[str] = field(default_factory=list)
 
     def has_candidate(self) -> bool:
         """A FAIL_TO_PASS candidate after its first head and base runs (`_no_candidate`)."""
@@ -363,6 +367,7 @@ def _side_runs(
         outcomes[when].append(res.tests)
         if when == "head":
             state.head_messages.update(res.messages)
+            state.head_service_network.append(_services_network(res.log_dir))
         if when == "base":
             state.base_errors |= set(res.collection_errors)
             if not res.suite_ran:
@@ -372,6 +377,22 @@ def _side_runs(
                 # unknown at base, never FAIL_TO_PASS by default.
                 state.base_errors |= {grading.file_of(t) for run_ in outcomes["head"] for t in run_}
     return True
+
+
+def _services_network(log_dir: str) -> str:
+    """`grading.network_line` of a run's live services' logs (the backend a Playwright side drives, then the
+    frontend's dev server), "" when none says the outside network was wanted or the run has no services."""
+    if not log_dir:
+        return ""
+    root = Path(log_dir)
+    for path in (root / "backend-serve" / "serve.log", root / "serve.log"):
+        try:
+            line = grading.network_line(path.read_text(errors="replace"))
+        except OSError:
+            continue
+        if line:
+            return line
+    return ""
 
 
 def _passing_everywhere(head_runs: list[dict]) -> tuple[str, ...]:

@@ -82,8 +82,9 @@ def markdown(out: Path) -> str:
 
 
 def _cannot_run(extraction) -> list[str]:
-    """A line counting the tests the test patches add or change that cannot run here (skipped without a key,
-    wanting the outside network): in neither list, and no instance lost silently."""
+    """A line counting the tests the test patches add or change that cannot pass here, by reason (skipped
+    without a key, wanting the outside network, failing with the reference solution): in neither list, and no
+    test or instance lost silently."""
     if "cannot_run" not in extraction:
         return []
     rows = [(r.number, list(r.cannot_run)) for r in extraction.itertuples() if r.cannot_run is not None]

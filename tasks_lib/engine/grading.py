@@ -158,11 +158,26 @@ _NETWORK = re.compile(
 )
 
 
-def cannot_run_here(head_runs: list[dict], messages: dict[str, str], changed) -> list[dict]:
+def network_line(text: str) -> str:
+    """The first line of a log (e.g. the live backend's, behind a Playwright run) that says the outside network
+    was wanted, whitespace-collapsed and cut to 200 characters; "" when none does."""
+    for line in text.splitlines():
+        if _NETWORK.search(line):
+            return " ".join(line.split())[:200]
+    return ""
+
+
+def cannot_run_here(
+    head_runs: list[dict], messages: dict[str, str], changed, service_network: Sequence[str] = ()
+) -> list[dict]:
     """The tests the test patch adds or changes (`changed`: ids, or pytest ids without parameters) that cannot
-    run here: skipped in every head run (`skipped: <why>`, e.g. a spec that needs an API key), or failing in
-    every head run with a message that says the outside network was wanted (`network: <message>`). Neither
-    list holds them; the funnel counts them, so that no instance is lost silently. Sorted by test."""
+    pass here, each with its reason: skipped in every head run (`skipped: <why>`, e.g. a spec that needs an API
+    key); failing in every head run for want of the outside network (`network: <message>`), said by the test's
+    own message or, when every head run's live services said so (`service_network`: per head run, the
+    `network_line` of its services' logs, "" for none), by them (a spec whose backend fetched a page); failing
+    in every head run for any other reason (`fails_at_head: <message>`: the reference solution does not make it
+    pass here). Neither list holds them; the funnel counts them by reason, so that no test is lost silently.
+    Sorted by test."""
     wanted = set(changed)
     out = []
     for test_id in sorted({t for run in head_runs for t in run}):
@@ -172,8 +187,17 @@ def cannot_run_here(head_runs: list[dict], messages: dict[str, str], changed) ->
         message = " ".join((messages.get(test_id) or "").split())[:200]
         if seen == {str(Outcome.SKIPPED)}:
             out.append({"test": test_id, "reason": f"skipped: {message or 'no reason given'}"})
-        elif seen <= {str(Outcome.FAILED), str(Outcome.ERROR)} and _NETWORK.search(message):
+        elif not seen <= {str(Outcome.FAILED), str(Outcome.ERROR)}:
+            continue
+        elif _NETWORK.search(message):
             out.append({"test": test_id, "reason": f"network: {message}"})
+        elif service_network and all(service_network):
+            said = f"the live backend: {service_network[0]}"
+            out.append(
+                {"test": test_id, "reason": f"network: {said} (the test: {message[:100] or 'no message'})"}
+            )
+        else:
+            out.append({"test": test_id, "reason": f"fails_at_head: {message or 'no message'}"})
     return out
 
 

@@ -148,8 +148,58 @@ def test_tests_that_cannot_run_here_are_in_neither_list_and_said(pr, tmp_path):
     assert grading.cannot_run_here([{two: F}] * 3, {two: offline}, {two}) == [
         {"test": two, "reason": f"network: {offline}"}
     ]
-    assert grading.cannot_run_here([{two: F}] * 3, {two: "AssertionError: 1 != 2"}, {two}) == []
     assert grading.cannot_run_here([{two: F}, {two: Outcome.SKIPPED}], {two: "skip: x"}, {two}) == []
+    assert grading.cannot_run_here([{one: F}] * 3, {one: offline}, {two}) == []  # not a changed test
+
+
+def test_a_changed_test_failing_with_the_reference_solution_is_said_with_its_reason():
+    """Rule: a test the test patch adds or changes that fails in every head run is in neither list and said:
+    `network` when its message, or the live backend behind every head run (langflow #11048: a spec whose Loop
+    fetched Wikipedia timed out waiting for "built successfully"), says the outside network was wanted;
+    `fails_at_head` otherwise, never silently dropped. A test failing in some head runs only is flaky, not
+    counted here."""
+    two = "tests/core/loop.spec.ts:9:5 › loop"
+    timeout = "TimeoutError: page.waitForSelector: Timeout 30000ms exceeded."
+    dns = "Cannot connect to host en.example.org:443 ssl:default [Temporary failure in name resolution]"
+    assert grading.cannot_run_here([{two: F}] * 2, {two: timeout}, {two}, [dns, dns]) == [
+        {"test": two, "reason": f"network: the live backend: {dns} (the test: {timeout})"}
+    ]
+    assert grading.cannot_run_here([{two: F}] * 2, {two: timeout}, {two}, [dns, ""]) == [
+        {"test": two, "reason": f"fails_at_head: {timeout}"}
+    ]
+    assert grading.cannot_run_here([{two: F}] * 3, {two: "AssertionError: 1 != 2"}, {two}) == [
+        {"test": two, "reason": "fails_at_head: AssertionError: 1 != 2"}
+    ]
+    assert grading.cannot_run_here([{two: Outcome.ERROR}], {}, {two}) == [
+        {"test": two, "reason": "fails_at_head: no message"}
+    ]
+    assert grading.cannot_run_here([{two: F}, {two: P}], {two: timeout}, {two}, [dns, dns]) == []
+    assert grading.network_line(f"INFO: GET / 200\n  Unable to load: {dns}\nmore") == f"Unable to load: {dns}"
+    assert grading.network_line("INFO: all fine\n") == ""
+
+
+def test_extraction_reads_the_live_services_logs_of_each_head_run(pr, tmp_path):
+    """The services' logs a run leaves (`backend-serve/serve.log` in its folder) tell extraction that a changed
+    test failing at head wanted the outside network; a run without services says nothing."""
+    repo, base, head = pr
+    two, one = "tests/test_items.py::test_two", "tests/test_items.py::test_one"
+    dns = (
+        "aiohttp.ClientConnectorDNSError: Cannot connect to host example.org:443 [Name or service not known]"
+    )
+
+    def run(req):
+        folder = Path(req.log_dir)
+        if folder.name.startswith("head"):
+            (folder / "backend-serve").mkdir(parents=True)
+            (folder / "backend-serve" / "serve.log").write_text(f"INFO: started\nERROR {dns}\n")
+        tests = {one: P, two: F} if folder.name.startswith("head") else {one: F, two: F}
+        return RunResult(RunStatus.COMPLETED, tests=tests, suite_ran=True, image="img", log_dir=str(folder),
+                         messages={two: "AssertionError: no rows"})  # fmt: skip
+
+    result = extraction.extract(load_source("demo"), repo, 7, base, head, tmp_path / "logs", run=run)
+    assert result.cannot_run == [
+        {"test": two, "reason": f"network: the live backend: ERROR {dns} (the test: AssertionError: no rows)"}
+    ]
 
 
 def test_a_test_the_test_patch_rewrites_is_fail_to_pass_when_its_file_has_no_base_outcome(tmp_path):
