@@ -153,7 +153,7 @@ def _published_labels(base_runs, head_runs, candidates: set[str], collection_err
 _NETWORK = re.compile(
     r"ENOTFOUND|EAI_AGAIN|getaddrinfo|Name or service not known|Temporary failure in name resolution|"
     r"net::ERR_(NAME_NOT_RESOLVED|INTERNET_DISCONNECTED|NETWORK_ACCESS_DENIED|ADDRESS_UNREACHABLE)|"
-    r"Network is unreachable|nodename nor servname",
+    r"Network is unreachable|nodename nor servname|NameResolutionError|Failed to resolve '",
     re.I,
 )
 
@@ -184,12 +184,13 @@ def cannot_run_here(
         if test_id not in wanted and strip_params(test_id) not in wanted:
             continue
         seen = {str(run.get(test_id, MISSING)) for run in head_runs}
-        message = " ".join((messages.get(test_id) or "").split())[:200]
+        whole = " ".join((messages.get(test_id) or "").split())
+        message = whole[:200]  # recorded; the whole message is searched (the network word often comes late)
         if seen == {str(Outcome.SKIPPED)}:
             out.append({"test": test_id, "reason": f"skipped: {message or 'no reason given'}"})
         elif not seen <= {str(Outcome.FAILED), str(Outcome.ERROR)}:
             continue
-        elif _NETWORK.search(message):
+        elif _NETWORK.search(whole):
             out.append({"test": test_id, "reason": f"network: {message}"})
         elif service_network and all(service_network):
             said = f"the live backend: {service_network[0]}"

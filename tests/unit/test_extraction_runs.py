@@ -174,6 +174,14 @@ def test_a_changed_test_failing_with_the_reference_solution_is_said_with_its_rea
         {"test": two, "reason": "fails_at_head: no message"}
     ]
     assert grading.cannot_run_here([{two: F}, {two: P}], {two: timeout}, {two}, [dns, dns]) == []
+    late = (  # langflow #6302: requests' message names the network after 200 characters
+        "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='en.example.org', port=443): Max retries "
+        'exceeded with url: /wiki/X (Caused by NameResolutionError("<urllib3.connection.HTTPSConnection object>: '
+        "Failed to resolve 'en.example.org' ([Errno -3] Temporary failure in name resolution)\"))"
+    )
+    assert grading.cannot_run_here([{two: F}], {two: late}, {two}) == [
+        {"test": two, "reason": f"network: {late[:200]}"}
+    ]
     assert grading.network_line(f"INFO: GET / 200\n  Unable to load: {dns}\nmore") == f"Unable to load: {dns}"
     assert grading.network_line("INFO: all fine\n") == ""
 
