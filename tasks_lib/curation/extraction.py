@@ -317,7 +317,7 @@ class _SideState:
     base_errors: set[str] = field(default_factory=set)
     stopped: bool = False
     head_messages: dict[str, str] = field(default_factory=dict)  # a test's message in its last head run
-    # Per head run: a line of its live services' logs saying the outside network was wanted ("" for none).
+    # Per head run: a line of its live backend's log saying the outside network was wanted ("" for none).
     head_service_network: list[str] = field(default_factory=list)
 
     def has_candidate(self) -> bool:
@@ -380,19 +380,10 @@ def _side_runs(
 
 
 def _services_network(log_dir: str) -> str:
-    """`grading.network_line` of a run's live services' logs (the backend a Playwright side drives, then the
-    frontend's dev server), "" when none says the outside network was wanted or the run has no services."""
-    if not log_dir:
-        return ""
-    root = Path(log_dir)
-    for path in (root / "backend-serve" / "serve.log", root / "serve.log"):
-        try:
-            line = grading.network_line(path.read_text(errors="replace"))
-        except OSError:
-            continue
-        if line:
-            return line
-    return ""
+    """`grading.network_line` of the log of the live backend a run's Playwright side drives
+    (`backend-serve/serve.log`), "" when it says nothing of the outside network or the run has none."""
+    path = Path(log_dir) / "backend-serve" / "serve.log"
+    return grading.network_line(path.read_text(errors="replace")) if log_dir and path.is_file() else ""
 
 
 def _passing_everywhere(head_runs: list[dict]) -> tuple[str, ...]:

@@ -173,8 +173,8 @@ def cannot_run_here(
     """The tests the test patch adds or changes (`changed`: ids, or pytest ids without parameters) that cannot
     pass here, each with its reason: skipped in every head run (`skipped: <why>`, e.g. a spec that needs an API
     key); failing in every head run for want of the outside network (`network: <message>`), said by the test's
-    own message or, when every head run's live services said so (`service_network`: per head run, the
-    `network_line` of its services' logs, "" for none), by them (a spec whose backend fetched a page); failing
+    own message or, when every head run's live backend said so (`service_network`: per head run, the
+    `network_line` of its backend's log, "" for none), by it (a spec whose backend fetched a page); failing
     in every head run for any other reason (`fails_at_head: <message>`: the reference solution does not make it
     pass here). Neither list holds them; the funnel counts them by reason, so that no test is lost silently.
     Sorted by test."""
