@@ -21,7 +21,7 @@ from flows.runners import lean_thread_pool, task_runner, windowed, without_heart
 from tasks_lib.core import prefect_env, progress, stopping
 from tasks_lib.core.constants import ExtractionStatus
 from tasks_lib.core.errors import InfraError, InputError
-from tasks_lib.curation import extraction
+from tasks_lib.curation import extraction, resume
 from tasks_lib.curation import plan as season_plan
 from tasks_lib.curation import stages as curation
 from tasks_lib.curation import state as season_state
@@ -276,6 +276,18 @@ def _extract_all(
     fresh = task.with_options(refresh_cache=True)
 
     def submit(job: season_plan.ExtractionJob):
+        # What the PR's result is cached on: an interrupted attempt's finished runs are taken over under it
+        # (tasks_lib/curation/resume.py); a refreshed PR runs everything again.
+        key = (
+            job.harness_key,
+            job.deps_key,
+            job.base,
+            job.head,
+            job.era or "",
+            str(spec.head_runs),
+            str(spec.base_runs),
+        )
+        resume.set_pr_key(job.log_dir, None if job.number in refresh else key)
         return (fresh if job.number in refresh else task).submit(
             source_name,
             source.repo,

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from tasks_lib import engine
 from tasks_lib.core.constants import PASSING_OUTCOMES, ExtractionStatus, RunStatus, Side
+from tasks_lib.curation import resume
 from tasks_lib.engine import grading
 from tasks_lib.formats import patches
 from tasks_lib.formats.changed_tests import changed_spec_tests, changed_test_functions, def_line_tests
@@ -346,24 +347,25 @@ def _side_runs(
                 break
         else:
             selection = tuple(result.frontend_test_scope)
-        res = run(
-            engine.RunRequest(
-                source,
-                repo,
-                base,
-                log_dir / name,
-                chain,
-                selection=selection,
-                side=side,
-                label=f"#{number} {name}",
-            )
+        request = engine.RunRequest(
+            source,
+            repo,
+            base,
+            log_dir / name,
+            chain,
+            selection=selection,
+            side=side,
+            label=f"#{number} {name}",
         )
+        key = resume.run_key(log_dir, request)
+        res = resume.taken_over(key, request) or run(request)
         setattr(result, f"{when}_image", res.image)
         setattr(result, f"{when}_runs", i)
         stop = _why_not(res, when, name)
         if stop is not None:
             result.status, result.error = stop
             return False
+        resume.mark(key, request)
         outcomes[when].append(res.tests)
         if when == "head":
             state.head_messages.update(res.messages)

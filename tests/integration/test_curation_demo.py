@@ -173,4 +173,6 @@ def test_a_refreshed_pr_is_extracted_again_and_only_it(curated_demo, container_c
     runs = sorted((out / "logs").glob("pr-*/*/run.json"))
     fresh = {p.parent.parent.name for p in runs if p.stat().st_mtime >= started}
     assert fresh == {f"pr-{number}"}
+    # None of its runs is taken over from its earlier extraction (tasks_lib/curation/resume.py).
+    assert all(p.stat().st_mtime >= started for p in runs if p.parent.parent.name == f"pr-{number}")
     assert (out / "instances.jsonl").read_text() == before

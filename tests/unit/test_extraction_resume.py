@@ -1,0 +1,111 @@
+"""An interrupted extraction resumed: the finished runs that counted are taken over under the same PR key, the
+others run again; no PR key, another key or a run that never finished means running again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_extraction_runs import BACKEND_BASE, BACKEND_HEAD, F, P, _two_commits
+
+from tasks_lib.core.constants import ExtractionStatus, RunStatus
+from tasks_lib.curation import extraction, resume
+from tasks_lib.engine import RunResult
+from tasks_lib.sources.record import load_source
+
+HEAD = {"tests/test_items.py::test_one": P, "tests/test_items.py::test_two": P}
+BASE = {"tests/test_items.py::test_one": P, "tests/test_items.py::test_two": F}
+KEY = ("harness", "deps", "base", "head", "", "3", "2")
+
+
+@pytest.fixture
+def pr(tmp_path):
+    return _two_commits(tmp_path, BACKEND_BASE, BACKEND_HEAD)
+
+
+def _engine(seen: list[str], stop_at: str = "", status: dict[str, RunStatus] | None = None):
+    """A stand-in for `engine.run_tests`: writes run.json as the engine does when a run finishes; raises
+    KeyboardInterrupt when it reaches run `stop_at` (before any run.json, as a stop does)."""
+
+    def run(req):
+        name = Path(req.log_dir).name
+        if name == stop_at:
+            raise KeyboardInterrupt
+        seen.append(name)
+        Path(req.log_dir).mkdir(parents=True, exist_ok=True)
+        outcomes = HEAD if name.startswith("head") else BASE
+        res = RunResult((status or {}).get(name, RunStatus.COMPLETED), tests=dict(outcomes), suite_ran=True)
+        res.log_dir, res.image = str(req.log_dir), f"img-{name}"
+        (Path(req.log_dir) / "run.json").write_text(json.dumps(res.to_dict()))
+        return res
+
+    return run
+
+
+def _extract(repo, base, head, logs, run):
+    return extraction.extract(load_source("demo"), repo, 7, base, head, logs, run=run)
+
+
+def test_a_resumed_extraction_takes_over_the_runs_that_finished(pr, tmp_path):
+    repo, base, head = pr
+    logs = tmp_path / "logs"
+    resume.set_pr_key(logs, KEY)
+    first: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        _extract(repo, base, head, logs, _engine(first, stop_at="head-3"))
+    assert first == ["head-1", "base-1", "head-2"]
+    again: list[str] = []
+    result = _extract(repo, base, head, logs, _engine(again))
+    assert again == ["head-3", "base-2"]
+    assert result.status == ExtractionStatus.OK and (result.head_runs, result.base_runs) == (3, 2)
+    assert result.backend_fail_to_pass == ["tests/test_items.py::test_two"]
+    whole: list[str] = []
+    uninterrupted = _extract(repo, base, head, tmp_path / "whole", _engine(whole))
+    assert len(whole) == 5 and uninterrupted.to_row()["backend_fail_to_pass"] == result.backend_fail_to_pass
+
+
+@pytest.mark.parametrize("second_key", [None, ("another harness", *KEY[1:])], ids=["no key", "another key"])
+def test_without_the_same_pr_key_every_run_runs_again(pr, tmp_path, second_key):
+    repo, base, head = pr
+    logs = tmp_path / "logs"
+    resume.set_pr_key(logs, KEY)
+    with pytest.raises(KeyboardInterrupt):
+        _extract(repo, base, head, logs, _engine([], stop_at="head-2"))
+    resume.set_pr_key(logs, second_key)
+    again: list[str] = []
+    _extract(repo, base, head, logs, _engine(again))
+    assert again == ["head-1", "base-1", "head-2", "head-3", "base-2"]
+
+
+def test_a_run_that_did_not_count_runs_again(pr, tmp_path):
+    """A run with an infrastructure error stops the PR (and Prefect retries it): it is never taken over."""
+    repo, base, head = pr
+    logs = tmp_path / "logs"
+    resume.set_pr_key(logs, KEY)
+    broken = _extract(repo, base, head, logs, _engine([], status={"head-2": RunStatus.INFRA_ERROR}))
+    assert broken.status == ExtractionStatus.INFRA_ERROR
+    assert not (logs / "head-2" / resume.RUN_MARK_FILE).exists()
+    again: list[str] = []
+    assert _extract(repo, base, head, logs, _engine(again)).status == ExtractionStatus.OK
+    assert again == ["head-2", "head-3", "base-2"]
+
+
+def test_a_run_folder_without_its_run_json_runs_again(pr, tmp_path):
+    repo, base, head = pr
+    logs = tmp_path / "logs"
+    resume.set_pr_key(logs, KEY)
+    with pytest.raises(KeyboardInterrupt):
+        _extract(repo, base, head, logs, _engine([], stop_at="head-2"))
+    (logs / "base-1" / "run.json").unlink()  # e.g. a run started again, then stopped before it finished
+    again: list[str] = []
+    _extract(repo, base, head, logs, _engine(again))
+    assert again == ["base-1", "head-2", "head-3", "base-2"]
+
+
+def test_the_engine_code_is_part_of_the_pr_key(tmp_path, monkeypatch):
+    resume.set_pr_key(tmp_path, KEY)
+    before = (tmp_path / resume.PR_KEY_FILE).read_text()
+    monkeypatch.setattr(resume, "engine_digest", lambda: "other engine code")
+    resume.set_pr_key(tmp_path, KEY)
+    assert (tmp_path / resume.PR_KEY_FILE).read_text() != before
