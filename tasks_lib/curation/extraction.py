@@ -2,9 +2,9 @@
 
 Base side: base commit + test patch. Head side: base commit + reference patch + test patch. The head side
 runs at least three times and the base side at least twice; a test whose outcome changes is flaky and
-lands in neither list. Head runs are whole; a Playwright side's base runs select the tests that passed in
-every head run so far (the others are in neither list whatever their base outcome). Labels come from the set
-algebra in `grading.extract_labels`, never by hand.
+lands in neither list. Head-1 runs the side's whole scope; a Playwright side's later runs (head and base) select
+the tests that passed in every head run so far, the shape evaluation runs (the others are in neither list
+whatever their base outcome). Labels come from the set algebra in `grading.extract_labels`, never by hand.
 """
 
 from __future__ import annotations
@@ -338,9 +338,12 @@ def _side_runs(
             break
         chain = chains[when][1]
         name = f"{when}-{i}" if side == Side.BACKEND else f"{side}-{when}-{i}"
+        # A Playwright side's later runs select the tests that passed in every head run so far, the shape
+        # evaluation runs (`_passing_everywhere`); head-1 runs its whole scope.
+        shaped = side == Side.FRONTEND and (when == "base" or i > 1)
         if side == Side.BACKEND:
             selection = tuple(result.test_scope)
-        elif when == "base":
+        elif shaped:
             selection = _passing_everywhere(outcomes["head"])
             if not selection:
                 state.stopped = True  # nothing passed in every head run: nothing left to label
@@ -366,10 +369,18 @@ def _side_runs(
             result.status, result.error = stop
             return False
         resume.mark(key, request)
-        outcomes[when].append(res.tests)
+        if when == "head" and shaped:
+            # The tests it did not select failed (or were flaky) in an earlier head run: they keep that
+            # outcome, and the network evidence for them is head-1's live backend (they ran there only).
+            earlier = outcomes["head"][-1]
+            outcomes["head"].append({**{t: o for t, o in earlier.items() if t not in selection}, **res.tests})
+            state.head_service_network.append(state.head_service_network[0])
+        else:
+            outcomes[when].append(res.tests)
+            if when == "head":
+                state.head_service_network.append(_services_network(res.log_dir))
         if when == "head":
             state.head_messages.update(res.messages)
-            state.head_service_network.append(_services_network(res.log_dir))
         if when == "base":
             state.base_errors |= set(res.collection_errors)
             if not res.suite_ran:
@@ -389,11 +400,13 @@ def _services_network(log_dir: str) -> str:
 
 
 def _passing_everywhere(head_runs: list[dict]) -> tuple[str, ...]:
-    """The tests that passed in every head run so far, sorted: all a base run of a Playwright side needs to run
-    (the engine selects their locations). A test that failed in a head run is in neither list whatever its base
-    outcome, and a failing test costs its whole timeout (30 s in the template's config). Head runs stay
-    whole, so a test that fails once at head is still seen changing and reported flaky. Evaluation runs the
-    same kind of selection (the graded tests)."""
+    """The tests that passed in every head run so far, sorted: all a Playwright side's runs after head-1 need
+    to run (the engine selects their locations). A test that failed in a head run is in neither list whatever
+    its base outcome, and a failing test costs its whole timeout (30 s in the template's config). Evaluation
+    runs the same kind of selection (the graded tests), so head-2 and head-3 run in its shape: a test that
+    passes only in the whole scope (it needs what an earlier spec left behind, or a warm app: langflow #7148's
+    publish-flow spec, first of the selection, read an empty flow id at base and in the self-test's gold run)
+    changes between head runs and is flaky, never FAIL_TO_PASS."""
     passing = set(head_runs[0]) if head_runs else set()
     for run in head_runs:
         passing &= {t for t, outcome in run.items() if str(outcome) in PASSING_OUTCOMES}

@@ -281,17 +281,17 @@ def test_a_playwright_side_whose_new_tests_all_skip_at_head_says_so_without_a_ba
 
 
 def test_a_playwright_base_run_runs_only_the_tests_that_passed_in_every_head_run(frontend_pr, tmp_path):
-    """Rule: head runs are whole; a base run of a Playwright side selects the locations of the tests that passed
-    in every head run so far (a test failing at head is in neither list, and fails at its whole timeout). A
-    test that changes at head is still reported flaky."""
+    """Rule: head-1 is whole; every later run of a Playwright side (head and base) selects the locations of the
+    tests that passed in every head run so far (a test failing at head is in neither list, and fails at its
+    whole timeout). A test that changes at head is still reported flaky; one that failed at head-1 and was not
+    run again is not."""
     repo, base, head = frontend_pr
-    head_runs = {ONE: P, TWO: P, THREE: F}
     run, selections = _recording_runner(
         {
-            "frontend-head-1": head_runs,
+            "frontend-head-1": {ONE: P, TWO: P, THREE: F},
             "frontend-base-1": {ONE: P, TWO: F},
-            "frontend-head-2": head_runs,
-            "frontend-head-3": {ONE: F, TWO: P, THREE: F},
+            "frontend-head-2": {ONE: P, TWO: P},
+            "frontend-head-3": {ONE: F, TWO: P},
             "frontend-base-2": {TWO: F},
         }
     )
@@ -303,14 +303,64 @@ def test_a_playwright_base_run_runs_only_the_tests_that_passed_in_every_head_run
         "frontend-head-3",
         "frontend-base-2",
     ]
-    assert (
-        selections["frontend-head-1"] == selections["frontend-head-2"] == selections["frontend-head-3"] == ()
-    )
-    assert selections["frontend-base-1"] == (ONE, TWO)
+    assert selections["frontend-head-1"] == ()
+    assert selections["frontend-base-1"] == selections["frontend-head-2"] == (ONE, TWO)
+    assert selections["frontend-head-3"] == (ONE, TWO)
     assert selections["frontend-base-2"] == (TWO,)
     assert result.status == ExtractionStatus.OK
     assert result.frontend_fail_to_pass == [TWO] and result.frontend_pass_to_pass == []
     assert result.flaky_tests == [ONE]
+
+
+def test_a_playwright_test_that_passes_only_in_the_whole_scope_is_flaky_never_fail_to_pass(
+    frontend_pr, tmp_path
+):
+    """langflow #7148: a spec that passed third in the whole scope read an empty flow id when it ran first, as
+    the selection of the base runs and of evaluation runs it: it failed at base for that, not for the missing
+    feature, and the reference solution failed it in the self-test. Head-2 and head-3 run in that shape."""
+    repo, base, head = frontend_pr
+    run, selections = _recording_runner(
+        {
+            "frontend-head-1": {ONE: P, TWO: P, THREE: P},
+            "frontend-base-1": {ONE: F, TWO: P, THREE: F},
+            "frontend-head-2": {ONE: F, TWO: P, THREE: P},  # ONE needs what the whole scope ran before it
+            "frontend-head-3": {TWO: P, THREE: P},
+            "frontend-base-2": {TWO: P, THREE: F},
+        }
+    )
+    result = extraction.extract(load_source("demo"), repo, 7, base, head, tmp_path / "logs", run=run)
+    assert selections["frontend-head-3"] == selections["frontend-base-2"] == (TWO, THREE)
+    assert result.frontend_fail_to_pass == [THREE] and result.frontend_pass_to_pass == [TWO]
+    assert result.flaky_tests == [ONE]
+
+
+def test_a_changed_playwright_test_failing_at_head_1_is_said_from_that_run(frontend_pr, tmp_path):
+    """A test that failed at head-1 is not run again (later runs select what passed): `cannot_run` reads its
+    message and head-1's live backend log, for every head run."""
+    repo, base, head = frontend_pr
+    serve = tmp_path / "logs" / "frontend-head-1" / "backend-serve"
+    serve.mkdir(parents=True)
+    (serve / "serve.log").write_text("httpx.ConnectError: [Errno -3] Temporary failure in name resolution\n")
+    by_run = {
+        "frontend-head-1": {ONE: P, TWO: P, THREE: F},
+        "frontend-base-1": {ONE: P, TWO: F},
+        "frontend-head-2": {ONE: P, TWO: P},
+        "frontend-head-3": {ONE: P, TWO: P},
+        "frontend-base-2": {ONE: P, TWO: F},
+    }
+
+    def run(req):
+        name = Path(req.log_dir).name
+        why = {THREE: "Test timeout of 30000ms exceeded."} if name == "frontend-head-1" else {}
+        res = RunResult(RunStatus.COMPLETED, tests=by_run[name], suite_ran=True, image="img", messages=why)
+        res.log_dir = str(req.log_dir)
+        return res
+
+    result = extraction.extract(load_source("demo"), repo, 7, base, head, tmp_path / "logs", run=run)
+    assert result.frontend_fail_to_pass == [TWO] and result.frontend_pass_to_pass == [ONE]
+    assert result.flaky_tests == []
+    assert [c["test"] for c in result.cannot_run] == [THREE]
+    assert result.cannot_run[0]["reason"].startswith("network: the live backend: ")
 
 
 def test_a_playwright_side_with_nothing_passing_at_head_skips_its_base_runs(frontend_pr, tmp_path):
