@@ -30,7 +30,7 @@ from tasks_lib.judge import static_check
 from tasks_lib.judge.predictions import Prediction
 from tasks_lib.judge.tooling import dependency_problems as _dependency_problems
 from tasks_lib.judge.tooling import patched_tooling as _tooling
-from tasks_lib.judge.verdicts import TestRow, Verdict, VerdictCache, cache_key  # noqa: F401  (their home; re-exported)
+from tasks_lib.judge.verdicts import TestRow, Verdict, VerdictCache, cache_key, graded_digest  # noqa: F401  (their home; re-exported)
 from tasks_lib.sources import repos
 from tasks_lib.sources.record import SourceRecord
 
@@ -317,7 +317,9 @@ class _Scoring:
             note = "the patch changes the test tooling of the image: " + "; ".join(tooling_problems)
             return self.verdict(Status.PATCH_TOUCHES_TESTS, Blame.PATCH, note)
         recipe = recipe_key(self.source)
-        self.key = cache_key(inst.instance_id, self.prediction.patch_sha256, image_id, recipe)
+        self.key = cache_key(
+            inst.instance_id, self.prediction.patch_sha256, image_id, recipe, graded_digest(inst)
+        )
         return None
 
     def refused(self, problems) -> Verdict:

@@ -71,15 +71,30 @@ class Verdict:
         return cls(**data)
 
 
-def cache_key(instance_id: str, patch_sha: str, image_id: str, recipe: str = "") -> str:
+def cache_key(instance_id: str, patch_sha: str, image_id: str, recipe: str = "", graded: str = "") -> str:
     """`recipe`: what else decides a run (`harness_id.recipe_key`: the source record with its prestart and
     test commands, the runner and container recipes), so that a change to any of them is never answered by a
-    verdict of the harness before it; `JUDGE_VERSION`, so that a verdict judged by older rules is never
-    reused."""
+    verdict of the harness before it; `graded`: what of the instance decides its runs and its grade
+    (`graded_digest`), so that an instance extracted again under the same id (other labels, another test
+    patch) is never answered by the verdict of the one before; `JUDGE_VERSION`, so that a verdict judged by
+    older rules is never reused."""
     parts = f"{instance_id}\0{patch_sha}\0{image_id}\0{HARNESS_VERSION}\0judge {JUDGE_VERSION}" + (
         f"\0{recipe}" if recipe else ""
     )
-    return hashlib.sha256(parts.encode()).hexdigest()
+    return hashlib.sha256((parts + (f"\0graded {graded}" if graded else "")).encode()).hexdigest()
+
+
+def graded_digest(instance) -> str:
+    """sha256 of what of a `TaskInstance` decides its runs and its grade: the repository, the base commit, the
+    test patch, FAIL_TO_PASS and PASS_TO_PASS of each side. Not the statement, the hints or the reference
+    patch: a verdict does not depend on them."""
+    what = {
+        "repo": instance.repo,
+        "base_commit": instance.base_commit,
+        "test_patch": hashlib.sha256(instance.test_patch.encode("utf-8", "surrogateescape")).hexdigest(),
+        "tests": {str(side): instance.tests(side) for side in ("backend", "frontend")},
+    }
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
 
 class VerdictCache:

@@ -168,6 +168,32 @@ def test_a_cached_verdict_is_keyed_by_the_prestart_and_the_runner_too(monkeypatc
     assert key(source) != before
 
 
+def test_a_cached_verdict_is_keyed_by_what_of_the_instance_decides_its_grade():
+    """Rule: an instance extracted again under the same id (langflow #7148: its Playwright FAIL_TO_PASS test
+    changed) is never answered by the verdict of the one before; its statement, hints and reference patch do not
+    decide a verdict and leave the key alone."""
+    from tasks_lib.corpus.instance import TaskInstance
+    from tasks_lib.judge.verdicts import cache_key, graded_digest
+
+    record = json.loads(
+        (Path(__file__).parents[1] / "fixtures" / "instance-1396.jsonl").read_text().splitlines()[0]
+    )
+
+    def key(**changes):
+        instance = TaskInstance.from_record({**record, **changes})
+        return cache_key(
+            instance.instance_id, "sha-of-patch", "sha256:image", "recipe", graded_digest(instance)
+        )
+
+    before = key()
+    assert key(problem_statement="Another statement.", hints_text="a hint", patch="") == before
+    other = {"backend": record["fail_to_pass"]["backend"], "frontend": ["tests/a.spec.ts:3:5 › a"]}
+    assert key(fail_to_pass=other) != before
+    assert key(pass_to_pass={"backend": [], "frontend": []}) != before
+    assert key(test_patch=record["test_patch"] + "\n") != before
+    assert key(base_commit="0" * 40) != before
+
+
 def test_the_harness_key_changes_with_the_base_images_and_the_harness_version(monkeypatch):
     """Rule: a rebuilt base image (a new id) or a harness version bump re-extracts; the same inputs give the
     same key."""
