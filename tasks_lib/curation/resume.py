@@ -60,7 +60,8 @@ def run_key(pr_log_dir: Path, request: engine.RunRequest) -> str:
         "side": str(request.side),
         "commit": request.commit,
         "chain": [
-            [p.name, hashlib.sha256(p.diff.encode()).hexdigest(), p.untrusted] for p in request.patches
+            [p.name, hashlib.sha256(p.diff.encode("utf-8", "surrogateescape")).hexdigest(), p.untrusted]
+            for p in request.patches
         ],
         "selection": list(request.selection),
     }

@@ -109,3 +109,15 @@ def test_the_engine_code_is_part_of_the_pr_key(tmp_path, monkeypatch):
     monkeypatch.setattr(resume, "engine_digest", lambda: "other engine code")
     resume.set_pr_key(tmp_path, KEY)
     assert (tmp_path / resume.PR_KEY_FILE).read_text() != before
+
+
+def test_a_run_key_reads_a_patch_of_undecodable_bytes(tmp_path):
+    """A patch of a Latin-1 file holds surrogate escapes (read with surrogateescape): its key is still made."""
+    from tasks_lib import engine
+
+    resume.set_pr_key(tmp_path, KEY)
+    latin = b"+caf\xe9\n".decode("utf-8", "surrogateescape")
+    request = engine.RunRequest(
+        load_source("demo"), tmp_path, "base", tmp_path / "head-1", (engine.PatchInput("gold", latin),)
+    )
+    assert len(resume.run_key(tmp_path, request)) == 64
