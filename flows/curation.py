@@ -7,6 +7,7 @@ season starts no container, and a crash halfway resumes from the PRs that finish
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from pathlib import Path
@@ -270,15 +271,16 @@ def _extract_all(
     default), with cached results in the project's cache folder whoever runs the flow; progress reported per
     PR as it finishes, and `out`'s extraction.parquet rewritten at most every 30 s (a running or interrupted
     season reads as far as it got). A PR in `refresh` is extracted again whatever its cached result (and the
-    fresh one is cached)."""
+    fresh one is cached). A PR that timed out after its retries is settled under its key: it is not run again
+    until the key changes or it is refreshed (tasks_lib/curation/resume.py)."""
     logger = _logger()
     task = extract_pr.with_options(result_storage=prefect_env.result_storage())
     fresh = task.with_options(refresh_cache=True)
 
-    def submit(job: season_plan.ExtractionJob):
+    def key(job: season_plan.ExtractionJob) -> tuple[str, ...]:
         # What the PR's result is cached on: an interrupted attempt's finished runs are taken over under it
         # (tasks_lib/curation/resume.py); a refreshed PR runs everything again.
-        key = (
+        return (
             job.harness_key,
             job.deps_key,
             job.base,
@@ -287,7 +289,29 @@ def _extract_all(
             str(spec.head_runs),
             str(spec.base_runs),
         )
-        resume.set_pr_key(job.log_dir, None if job.number in refresh else key)
+
+    done = itertools.count(1)
+
+    def report(result: extraction.ExtractionResult) -> None:
+        results.append(result)
+        logger.info(season_plan.progress(next(done), len(jobs), result))
+        progress.notify_curation(source_name, result, season_plan.status_counts(results), len(jobs))
+
+    progress.notify_curation(source_name, None, {}, len(jobs))  # planned: a bar shows 0/N before the first PR
+    to_run = []
+    for job in jobs:
+        record = None if job.number in refresh else resume.settled(job.log_dir, key(job))
+        if record is None:
+            to_run.append(job)
+            continue
+        logger.info(
+            "#%s: settled as %s under the same key (--refresh %s runs it again)",
+            *(job.number, record["status"], job.number),
+        )
+        report(extraction.ExtractionResult.from_row(record))
+
+    def submit(job: season_plan.ExtractionJob):
+        resume.set_pr_key(job.log_dir, None if job.number in refresh else key(job))
         return (fresh if job.number in refresh else task).submit(
             source_name,
             source.repo,
@@ -305,16 +329,18 @@ def _extract_all(
             spec.collection_errors,
         )
 
-    progress.notify_curation(source_name, None, {}, len(jobs))  # planned: a bar shows 0/N before the first PR
     written = time.monotonic()
-    for i, (job, fut) in enumerate(windowed(jobs, submit, concurrency), start=1):
+    for job, fut in windowed(to_run, submit, concurrency):
         try:
             result = extraction.ExtractionResult.from_row(fut.result())
         except InfraError as exc:
-            result = season_plan.failed_job(job, str(exc))
-        results.append(result)
-        logger.info(season_plan.progress(i, len(jobs), result))
-        progress.notify_curation(source_name, result, season_plan.status_counts(results), len(jobs))
+            record = resume.settle(job.log_dir)
+            result = (
+                season_plan.failed_job(job, str(exc))
+                if record is None
+                else extraction.ExtractionResult.from_row(record)
+            )
+        report(result)
         if time.monotonic() - written > 30:  # a running season reads as far as it got
             curation.write_extraction(results, out)
             written = time.monotonic()

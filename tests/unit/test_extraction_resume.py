@@ -121,3 +121,88 @@ def test_a_run_key_reads_a_patch_of_undecodable_bytes(tmp_path):
         load_source("demo"), tmp_path, "base", tmp_path / "head-1", (engine.PatchInput("gold", latin),)
     )
     assert len(resume.run_key(tmp_path, request)) == 64
+
+
+# --- A PR that timed out after its retries is settled under its key ------------------------------------------
+
+
+def test_an_extraction_that_timed_out_is_settled_under_its_key(pr, tmp_path):
+    repo, base, head = pr
+    logs = tmp_path / "logs"
+    resume.set_pr_key(logs, KEY)
+    result = _extract(repo, base, head, logs, _engine([], status={"head-1": RunStatus.TIMEOUT}))
+    assert result.status == ExtractionStatus.TIMEOUT
+    record = resume.settle(logs)
+    assert record is not None and record["status"] == "timeout" and record["number"] == 7
+    assert resume.settled(logs, KEY) == record
+    assert (
+        resume.settled(logs, (*KEY[:-1], "9")) is None
+    )  # another key (here: another base-run count) runs it
+    resume.set_pr_key(logs, None)  # --refresh
+    assert resume.settled(logs, KEY) is None
+
+
+def test_an_infrastructure_error_is_never_settled(tmp_path):
+    resume.set_pr_key(tmp_path, KEY)
+    (tmp_path / resume.RECORD_FILE).write_text(json.dumps({"number": 7, "status": "infra_error"}))
+    assert resume.settle(tmp_path) is None
+    assert resume.settled(tmp_path, KEY) is None
+
+
+def test_a_pr_without_its_key_or_record_is_not_settled(tmp_path):
+    (tmp_path / resume.RECORD_FILE).write_text(json.dumps({"number": 7, "status": "timeout"}))
+    assert resume.settle(tmp_path) == {"number": 7, "status": "timeout"}  # reported as it ended ...
+    assert not (tmp_path / resume.SETTLED_FILE).exists()  # ... but no key (a refreshed PR): not settled
+    resume.set_pr_key(tmp_path, KEY)
+    (tmp_path / resume.RECORD_FILE).unlink()
+    assert resume.settle(tmp_path) is None
+
+
+def test_the_season_does_not_run_a_settled_pr_again(tmp_path, monkeypatch):
+    """`_extract_all` over two PRs: the first times out for good (its record written, the task failing as
+    extract_pr does after its retries); run again, the season reports it settled without submitting it, and
+    `--refresh` submits it again."""
+    from flows import curation as flow
+    from tasks_lib.curation import plan
+    from tasks_lib.curation.season import load_season
+
+    submitted: list[int] = []
+
+    class Future:
+        def __init__(self, job_number, log_dir):
+            self.number, self.log_dir = job_number, Path(log_dir)
+
+        def result(self):
+            row = extraction.ExtractionResult(self.number, ExtractionStatus.OK, "b", "h").to_row()
+            if self.number == 1:
+                row = extraction.ExtractionResult(
+                    self.number, ExtractionStatus.TIMEOUT, "b", "h", error="wall"
+                ).to_row()
+                (self.log_dir / resume.RECORD_FILE).write_text(json.dumps(row))
+                raise flow.TransientExtractionError("#1: timeout: wall")
+            return row
+
+    class Task:
+        def with_options(self, **_):
+            return self
+
+        def submit(self, source_name, repo, number, base, head, deps, hr, br, log_dir, *rest):
+            submitted.append(number)
+            return Future(number, log_dir)
+
+    monkeypatch.setattr(flow, "extract_pr", Task())
+    monkeypatch.setattr(flow, "windowed", lambda items, submit, limit: ((j, submit(j)) for j in items))
+    monkeypatch.setattr(flow.prefect_env, "result_storage", lambda: None)
+    spec = load_season("demo")
+    jobs = [plan.ExtractionJob(n, "b", "h", "deps", None, str(tmp_path / f"pr-{n}")) for n in (1, 2)]
+
+    def season(refresh=frozenset()):
+        results: list = []
+        submitted.clear()
+        flow._extract_all(spec, load_source("demo"), "demo", jobs, None, 1, results, tmp_path, refresh)
+        return {r.number: r.status for r in results}, list(submitted)
+
+    assert season() == ({1: ExtractionStatus.TIMEOUT, 2: ExtractionStatus.OK}, [1, 2])
+    assert season() == ({1: ExtractionStatus.TIMEOUT, 2: ExtractionStatus.OK}, [2])
+    assert season(frozenset({1})) == ({1: ExtractionStatus.TIMEOUT, 2: ExtractionStatus.OK}, [1, 2])
+    assert not (tmp_path / "pr-1" / resume.SETTLED_FILE).exists()  # refreshed: no key, nothing settled
