@@ -135,9 +135,8 @@ def test_an_extraction_that_timed_out_is_settled_under_its_key(pr, tmp_path):
     record = resume.settle(logs)
     assert record is not None and record["status"] == "timeout" and record["number"] == 7
     assert resume.settled(logs, KEY) == record
-    assert (
-        resume.settled(logs, (*KEY[:-1], "9")) is None
-    )  # another key (here: another base-run count) runs it
+    # another key (here: another base-run count) runs it
+    assert resume.settled(logs, (*KEY[:-1], "9")) is None
     resume.set_pr_key(logs, None)  # --refresh
     assert resume.settled(logs, KEY) is None
 
