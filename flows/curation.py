@@ -22,7 +22,7 @@ from flows.runners import lean_thread_pool, task_runner, windowed, without_heart
 from tasks_lib.core import prefect_env, progress, stopping
 from tasks_lib.core.constants import ExtractionStatus
 from tasks_lib.core.errors import InfraError, InputError
-from tasks_lib.curation import extraction, resume
+from tasks_lib.curation import extraction, outcomes, resume
 from tasks_lib.curation import plan as season_plan
 from tasks_lib.curation import stages as curation
 from tasks_lib.curation import state as season_state
@@ -167,19 +167,24 @@ def curation_season(
                 # A run that may change what the season holds. An offline look (--until) keeps a finished
                 # season's state: what it rewrites is the same, or the state's outputs no longer match.
                 season_state.forget(out)
-            with season_plan.run_ledger(out, until):
-                summaries[source_name] = _source(
-                    spec,
-                    source_name,
-                    out,
-                    crawl_method,
-                    prs_file,
-                    mirror,
-                    limit,
-                    until,
-                    max_concurrency,
-                    frozenset(refresh or ()),
-                )
+            kept = outcomes.folder(spec.name, source_name) if spec.keep_outcomes else None
+            outcomes.merge_runs(kept, out)  # wall-time lines of runs on other machines count too
+            try:
+                with season_plan.run_ledger(out, until):
+                    summaries[source_name] = _source(
+                        spec,
+                        source_name,
+                        out,
+                        crawl_method,
+                        prs_file,
+                        mirror,
+                        limit,
+                        until,
+                        max_concurrency,
+                        frozenset(refresh or ()),
+                    )
+            finally:
+                outcomes.merge_runs(kept, out)
         if until is None:  # every source completed: the next run with these inputs has nothing to do
             for source_name, summary in summaries.items():
                 out = season_plan.source_out_dir(spec, source_name)
@@ -255,6 +260,20 @@ def _source(
     return summary
 
 
+def _key_parts(spec: Season, job: season_plan.ExtractionJob) -> tuple[str, ...]:
+    """What a PR's result is cached on: an interrupted attempt's finished runs are taken over under it
+    (tasks_lib/curation/resume.py), a settled or kept outcome answers under it; a refreshed PR runs again."""
+    return (
+        job.harness_key,
+        job.deps_key,
+        job.base,
+        job.head,
+        job.era or "",
+        str(spec.head_runs),
+        str(spec.base_runs),
+    )
+
+
 def _extract_all(
     spec: Season,
     source,
@@ -272,43 +291,49 @@ def _extract_all(
     PR as it finishes, and `out`'s extraction.parquet rewritten at most every 30 s (a running or interrupted
     season reads as far as it got). A PR in `refresh` is extracted again whatever its cached result (and the
     fresh one is cached). A PR that timed out after its retries is settled under its key: it is not run again
-    until the key changes or it is refreshed (tasks_lib/curation/resume.py)."""
+    until the key changes or it is refreshed (tasks_lib/curation/resume.py). A season that keeps its outcomes
+    (`extraction.keep_outcomes`) keeps each PR's under its key as it is reported and is answered from them on
+    any checkout (tasks_lib/curation/outcomes.py)."""
     logger = _logger()
     task = extract_pr.with_options(result_storage=prefect_env.result_storage())
     fresh = task.with_options(refresh_cache=True)
 
     def key(job: season_plan.ExtractionJob) -> tuple[str, ...]:
-        # What the PR's result is cached on: an interrupted attempt's finished runs are taken over under it
-        # (tasks_lib/curation/resume.py); a refreshed PR runs everything again.
-        return (
-            job.harness_key,
-            job.deps_key,
-            job.base,
-            job.head,
-            job.era or "",
-            str(spec.head_runs),
-            str(spec.base_runs),
-        )
+        return _key_parts(spec, job)
 
     done = itertools.count(1)
+    kept = outcomes.folder(spec.name, source_name) if spec.keep_outcomes else None
 
-    def report(result: extraction.ExtractionResult) -> None:
+    def report(job: season_plan.ExtractionJob, result: extraction.ExtractionResult) -> None:
         results.append(result)
         logger.info(season_plan.progress(next(done), len(jobs), result))
         progress.notify_curation(source_name, result, season_plan.status_counts(results), len(jobs))
+        if kept is not None and outcomes.keep(
+            kept, job.number, resume.pr_key(key(job)), result.to_row(), job.log_dir
+        ):
+            outcomes.merge_runs(kept, out)  # a run lost with its machine counts up to here
+
+    def answered(job: season_plan.ExtractionJob) -> tuple[dict | None, str]:
+        """The outcome a PR has without running: settled here, or kept under the same key."""
+        if job.number in refresh:
+            return None, ""
+        record = resume.settled(job.log_dir, key(job))
+        if record is None and kept is not None:
+            return outcomes.answer(kept, job.number, resume.pr_key(key(job)), job.log_dir), f"kept in {kept}"
+        return record, "settled"
 
     progress.notify_curation(source_name, None, {}, len(jobs))  # planned: a bar shows 0/N before the first PR
     to_run = []
     for job in jobs:
-        record = None if job.number in refresh else resume.settled(job.log_dir, key(job))
+        record, why = answered(job)
         if record is None:
             to_run.append(job)
             continue
         logger.info(
-            "#%s: settled as %s under the same key (--refresh %s runs it again)",
-            *(job.number, record["status"], job.number),
+            "#%s: %s under the same key: %s (--refresh %s runs it again)",
+            *(job.number, why, record["status"], job.number),
         )
-        report(extraction.ExtractionResult.from_row(record))
+        report(job, extraction.ExtractionResult.from_row(record))
 
     def submit(job: season_plan.ExtractionJob):
         resume.set_pr_key(job.log_dir, None if job.number in refresh else key(job))
@@ -340,7 +365,7 @@ def _extract_all(
                 if record is None
                 else extraction.ExtractionResult.from_row(record)
             )
-        report(result)
+        report(job, result)
         if time.monotonic() - written > 30:  # a running season reads as far as it got
             curation.write_extraction(results, out)
             written = time.monotonic()

@@ -49,6 +49,9 @@ class Season:
     # `extraction.collection_errors`: what the reproduced harness's pytest did on a collection error at base
     # (`grading.COLLECTION_ERRORS`): "continue" (ours), or "stop" under a published rule only.
     collection_errors: str = "continue"
+    # `extraction.keep_outcomes`: each PR's extraction outcome also kept in data/outcomes/<season>/<source>/
+    # (committed), answering the same PR under the same key on any checkout (tasks_lib/curation/outcomes.py).
+    keep_outcomes: bool = False
     path: Path | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -78,6 +81,7 @@ KNOWN_KEYS = {
     "distribution": ("target", "tolerance", "fail_on_mismatch"),
     "extraction": (
         "head_runs", "base_runs", "max_concurrency", "order", "prs", "labels", "waive", "collection_errors",
+        "keep_outcomes",
     ),
 }  # fmt: skip
 
@@ -220,6 +224,7 @@ def load_season(name: str, *, sources: list[str] | None = None) -> Season:
         labels=ext.get("labels", "pbench"),
         waive=_str_list(path, ext, "waive"),
         collection_errors=ext.get("collection_errors", "continue"),
+        keep_outcomes=_bool(path, ext, "keep_outcomes", False, "extraction"),
         path=path,
         raw=raw,
     )
