@@ -18,6 +18,7 @@ flow calls `keep` with the outcome it reports).
 The season's wall-time lines (`season-runs.jsonl`) are kept beside the outcomes, merged both ways at each run's
 start and end, with the live file of a run in progress as it was at its last kept outcome: a run lost with its
 machine still counts, up to that outcome ("killed", as `plan.run_ledger` counts a run killed on one machine).
+Only a live file kept by another boot is taken for a lost run: on this boot its run is alive, or left its own.
 """
 
 from __future__ import annotations
@@ -106,10 +107,20 @@ def _lines(path: Path) -> dict[tuple, str]:
     return rows
 
 
+def _boot() -> str:
+    """This boot of this machine: a live file kept by another boot is a run its machine lost."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
 def merge_runs(kept: Path | None, out: Path) -> None:
-    """The season's wall-time lines of this machine (`out`) and the kept ones made one, in both places; the
-    live file of a run in progress kept as it is now, and a kept live file of a run the machine lost written
-    back (the next run turns it into a "killed" line); live files of runs that have their line are dropped."""
+    """The season's wall-time lines of this machine (`out`) and the kept ones made one, in both places. The
+    live files of this machine's runs are kept as they are now (tagged with this boot); a kept live file of
+    another boot (a run lost with its machine) is written back where it has no line yet, and the next run turns
+    it into a "killed" line; a kept live file whose run has its line is dropped. A kept live file of this boot
+    is never written back: its run is alive here, or was killed here and left its own live file."""
     if kept is None:
         return
     lines = _lines(kept / RUNS_FILE) | _lines(out / RUNS_FILE)
@@ -119,14 +130,24 @@ def merge_runs(kept: Path | None, out: Path) -> None:
             place.mkdir(parents=True, exist_ok=True)
             if not (place / RUNS_FILE).is_file() or (place / RUNS_FILE).read_text() != text:
                 (place / RUNS_FILE).write_text(text)
-    for source, target in ((out / LIVE_DIR, kept / LIVE_DIR), (kept / LIVE_DIR, out / LIVE_DIR)):
-        for path in sorted(source.glob("*.json")) if source.is_dir() else ():
-            try:
-                row = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            if (row.get("started_at"), row.get("pid")) in lines:
-                path.unlink(missing_ok=True)
-            elif source == out / LIVE_DIR or not (target / path.name).exists():
-                target.mkdir(parents=True, exist_ok=True)
-                (target / path.name).write_text(path.read_text())
+    boot = _boot()
+    for path in sorted((out / LIVE_DIR).glob("*.json")) if (out / LIVE_DIR).is_dir() else ():
+        row = _live(path)
+        if row is not None and (row.get("started_at"), row.get("pid")) not in lines:
+            (kept / LIVE_DIR).mkdir(parents=True, exist_ok=True)
+            (kept / LIVE_DIR / path.name).write_text(json.dumps(row | {"boot": boot}))
+    for path in sorted((kept / LIVE_DIR).glob("*.json")) if (kept / LIVE_DIR).is_dir() else ():
+        row = _live(path)
+        if row is None or (row.get("started_at"), row.get("pid")) in lines:
+            path.unlink(missing_ok=True)
+        elif row.get("boot") != boot and not (out / LIVE_DIR / path.name).exists():
+            (out / LIVE_DIR).mkdir(parents=True, exist_ok=True)
+            (out / LIVE_DIR / path.name).write_text(json.dumps({k: v for k, v in row.items() if k != "boot"}))
+
+
+def _live(path: Path) -> dict | None:
+    try:
+        row = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return row if isinstance(row, dict) else None

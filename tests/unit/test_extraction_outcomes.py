@@ -130,14 +130,18 @@ def _line(started: str, pid: int, wall: float, ended: str = "completed") -> dict
     }
 
 
-def test_the_wall_time_lines_travel_with_the_outcomes_and_a_run_lost_with_its_machine_counts(tmp_path):
+def test_the_wall_time_lines_travel_with_the_outcomes_and_a_run_lost_with_its_machine_counts(
+    tmp_path, monkeypatch
+):
     kept, m1, m2 = tmp_path / "kept", tmp_path / "m1", tmp_path / "m2"
+    monkeypatch.setattr(outcomes, "_boot", lambda: "machine 1")
     m1.mkdir()
     (m1 / outcomes.RUNS_FILE).write_text(json.dumps(_line("2026-12-07T01:00:00+00:00", 10, 600.0)) + "\n")
     live = m1 / outcomes.LIVE_DIR
     live.mkdir()
     (live / "11-x.json").write_text(json.dumps(_line("2026-12-07T02:00:00+00:00", 11, 300.0, "running")))
     outcomes.merge_runs(kept, m1)  # as after a PR of the run in progress: then machine 1 is lost
+    monkeypatch.setattr(outcomes, "_boot", lambda: "machine 2")
     m2.mkdir()
     outcomes.merge_runs(kept, m2)  # machine 2's season starts
     plan._close_dead_runs(m2 / outcomes.RUNS_FILE, m2 / outcomes.LIVE_DIR)  # as its run ledger does
@@ -154,3 +158,20 @@ def test_the_wall_time_lines_travel_with_the_outcomes_and_a_run_lost_with_its_ma
 def test_a_season_that_does_not_keep_outcomes_writes_none(tmp_path):
     outcomes.merge_runs(None, tmp_path)
     assert not list(tmp_path.iterdir())
+
+
+def test_a_run_alive_on_this_machine_is_never_counted_killed_by_another_run_of_the_season(tmp_path):
+    """A second run of the season in another output folder, on the same boot, while the first still runs: the
+    first run's kept live file is not written back (no "killed" line) and its own live file stays."""
+    kept, first, second = tmp_path / "kept", tmp_path / "first", tmp_path / "second"
+    live = first / outcomes.LIVE_DIR
+    live.mkdir(parents=True)
+    (live / "11-x.json").write_text(json.dumps(_line("2026-12-07T02:00:00+00:00", 11, 300.0, "running")))
+    outcomes.merge_runs(kept, first)
+    second.mkdir()
+    outcomes.merge_runs(kept, second)
+    plan._close_dead_runs(second / outcomes.RUNS_FILE, second / outcomes.LIVE_DIR)
+    outcomes.merge_runs(kept, second)
+    assert not (kept / outcomes.RUNS_FILE).exists() and not (second / outcomes.RUNS_FILE).exists()
+    outcomes.merge_runs(kept, first)
+    assert (live / "11-x.json").exists() and (kept / outcomes.LIVE_DIR / "11-x.json").exists()
