@@ -7,7 +7,11 @@ season starts no container, and a crash halfway resumes from the PRs that finish
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import inspect
 import itertools
+import json
 import logging
 import time
 from pathlib import Path
@@ -20,6 +24,7 @@ from prefect.logging import get_run_logger
 from flows import artifacts
 from flows.runners import lean_thread_pool, task_runner, windowed, without_heartbeats
 from tasks_lib.core import prefect_env, progress, stopping
+from tasks_lib.core.config import Settings
 from tasks_lib.core.constants import ExtractionStatus
 from tasks_lib.core.errors import InfraError, InputError
 from tasks_lib.curation import extraction, outcomes, resume
@@ -27,6 +32,7 @@ from tasks_lib.curation import plan as season_plan
 from tasks_lib.curation import stages as curation
 from tasks_lib.curation import state as season_state
 from tasks_lib.curation.season import Season, load_season
+from tasks_lib.engine.harness_id import harness_key
 from tasks_lib.images import build as images
 from tasks_lib.sources import repos
 from tasks_lib.sources.record import load_source
@@ -123,6 +129,9 @@ def extract_pr(
     if result.status in (ExtractionStatus.INFRA_ERROR, ExtractionStatus.TIMEOUT):
         raise TransientExtractionError(f"#{number}: {result.status}: {result.error}", log_path=log_dir)
     return result.to_row()
+
+
+_EXTRACT_FN = extract_pr.fn  # the task's own function, whatever stands in for the task (unit tests)
 
 
 @task
@@ -274,6 +283,22 @@ def _key_parts(spec: Season, job: season_plan.ExtractionJob) -> tuple[str, ...]:
     )
 
 
+def _outcome_key(source, spec: Season, job: season_plan.ExtractionJob) -> str:
+    """The key a kept outcome answers under on any machine (tasks_lib/curation/outcomes.py): the PR's cache
+    key with the base images named by what they are built from (the Debian suite; the harness key already
+    holds every file under containers/) instead of this engine's image ids, which differ on every machine that
+    bootstraps its own root filesystem; and the extraction task's source, as Prefect's cache key holds it. A
+    rule change is a version bump (CHANGELOG.md), part of the harness key, as for the cache."""
+    placeless = harness_key(source.for_era(job.era), f"debian={Settings.from_env().debian_suite}")
+    parts = (placeless, *_key_parts(spec, job)[1:], _task_source())
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+@functools.cache
+def _task_source() -> str:
+    return hashlib.sha256(inspect.getsource(_EXTRACT_FN).encode()).hexdigest()
+
+
 def _extract_all(
     spec: Season,
     source,
@@ -309,7 +334,7 @@ def _extract_all(
         logger.info(season_plan.progress(next(done), len(jobs), result))
         progress.notify_curation(source_name, result, season_plan.status_counts(results), len(jobs))
         if kept is not None and outcomes.keep(
-            kept, job.number, resume.pr_key(key(job)), result.to_row(), job.log_dir
+            kept, job.number, _outcome_key(source, spec, job), result.to_row(), job.log_dir
         ):
             outcomes.merge_runs(kept, out)  # a run lost with its machine counts up to here
 
@@ -319,7 +344,9 @@ def _extract_all(
             return None, ""
         record = resume.settled(job.log_dir, key(job))
         if record is None and kept is not None:
-            return outcomes.answer(kept, job.number, resume.pr_key(key(job)), job.log_dir), f"kept in {kept}"
+            return outcomes.answer(
+                kept, job.number, _outcome_key(source, spec, job), job.log_dir
+            ), f"kept in {kept}"
         return record, "settled"
 
     progress.notify_curation(source_name, None, {}, len(jobs))  # planned: a bar shows 0/N before the first PR

@@ -4,8 +4,8 @@ A season's outputs (`data/seasons/`) belong to the machine that ran it, and an e
 full-stack langflow PR: 12-57 minutes of this machine). When the machine changed between two sessions, every
 extraction of the langflow season was lost with it and had to run again. A season whose definition says
 `extraction.keep_outcomes = true` therefore also writes, when a PR's extraction ends for good, its outcome in
-`data/outcomes/<season>/<source>/pr-<N>.json` (a committed folder): the PR's key (`resume.pr_key`: harness key,
-dependency key, commits, era, run counts and a digest of the engine code), the record the extraction wrote
+`data/outcomes/<season>/<source>/pr-<N>.json` (a committed folder): the PR's key (what its cached result is keyed
+on, the same on every machine: `flows/curation.py`, `_outcome_key`), the record the extraction wrote
 (`extraction.json`) and the `run.json` of each of its runs (what `pbench funnel`'s image table reads).
 
 On any checkout, the season answers a PR from its kept outcome when the key is the one the PR gets now: the
@@ -85,7 +85,7 @@ def answer(kept: Path, number: int, key: str, log_dir: str | Path) -> dict | Non
         return None
     folder = Path(log_dir)
     record = dict(record, log_dir=str(folder))
-    files = {resume.RECORD_FILE: json.dumps(record, indent=2), resume.PR_KEY_FILE: key + "\n"}
+    files = {resume.RECORD_FILE: json.dumps(record, indent=2)}
     files |= {f"{run}/run.json": json.dumps(summary) for run, summary in (data.get("runs") or {}).items()}
     for name, text in files.items():
         target = folder / name

@@ -32,7 +32,7 @@ def test_a_kept_outcome_answers_the_same_pr_under_the_same_key_on_another_machin
     assert record is not None and record["backend_fail_to_pass"] == ["t::f2p"]
     assert record["log_dir"] == str(there)  # the machine's own folder, not the first machine's
     assert json.loads((there / resume.RECORD_FILE).read_text()) == record
-    assert (there / resume.PR_KEY_FILE).read_text().strip() == "k1"
+    assert not (there / resume.PR_KEY_FILE).exists()  # the run take-over's key is the machine's own
     assert json.loads((there / "base-1" / "run.json").read_text())["image"] == "img-base-1"
     # what the kept file says of the machine: nothing (it is committed)
     assert str(tmp_path) not in (kept / "pr-7.json").read_text()
@@ -175,3 +175,23 @@ def test_a_run_alive_on_this_machine_is_never_counted_killed_by_another_run_of_t
     assert not (kept / outcomes.RUNS_FILE).exists() and not (second / outcomes.RUNS_FILE).exists()
     outcomes.merge_runs(kept, first)
     assert (live / "11-x.json").exists() and (kept / outcomes.LIVE_DIR / "11-x.json").exists()
+
+
+def test_the_outcome_key_is_the_same_on_every_machine_and_changes_with_what_decides_the_result(monkeypatch):
+    """Two machines bootstrap base images with different ids (part of the job's harness key there): the kept
+    outcome's key is the same; another base commit, run count or harness version gives another key."""
+    from flows import curation as flow
+    from tasks_lib.core import constants
+    from tasks_lib.curation.season import load_season
+
+    spec, source = load_season("demo"), load_source("demo")
+
+    def job(harness_key="machine 1 image ids", base="b"):
+        return plan.ExtractionJob(7, base, "h", "deps", None, "/logs/pr-7", harness_key)
+
+    here = flow._outcome_key(source, spec, job())
+    assert flow._outcome_key(source, spec, job("machine 2 image ids")) == here
+    assert flow._outcome_key(source, spec, job(base="another")) != here
+    assert flow._outcome_key(source, dataclasses.replace(spec, head_runs=5), job()) != here
+    monkeypatch.setattr(constants, "HARNESS_VERSION", "another")
+    assert flow._outcome_key(source, spec, job()) != here
