@@ -64,9 +64,21 @@ def keep(kept: Path, number: int, key: str, row: dict, log_dir: str | Path) -> b
             runs[path.parent.name] = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
             log.warning("#%d: %s unreadable (%s): kept without it", number, path, exc)
-    record = dict(row, log_dir=f"logs/pr-{number}")  # the machine's path is not the outcome's
-    _write(kept / f"pr-{number}.json", {"pr": number, "key": key, "record": record, "runs": runs})
+    outcome = {"pr": number, "key": key, "record": dict(row, log_dir=str(log_dir)), "runs": runs}
+    # The machine's paths are not the outcome's (committed data names none): its log folder is `logs/pr-<N>`.
+    _write(kept / f"pr-{number}.json", _placeless(outcome, str(log_dir), f"logs/pr-{number}"))
     return True
+
+
+def _placeless(value, prefix: str, rel: str):
+    """`value` with the machine's folder `prefix` written `rel` in every string it holds."""
+    if isinstance(value, str):
+        return value.replace(prefix, rel)
+    if isinstance(value, dict):
+        return {k: _placeless(v, prefix, rel) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_placeless(v, prefix, rel) for v in value]
+    return value
 
 
 def answer(kept: Path, number: int, key: str, log_dir: str | Path) -> dict | None:
@@ -86,7 +98,8 @@ def answer(kept: Path, number: int, key: str, log_dir: str | Path) -> dict | Non
     folder = Path(log_dir)
     record = dict(record, log_dir=str(folder))
     files = {resume.RECORD_FILE: json.dumps(record, indent=2)}
-    files |= {f"{run}/run.json": json.dumps(summary) for run, summary in (data.get("runs") or {}).items()}
+    for run, summary in (data.get("runs") or {}).items():
+        files[f"{run}/run.json"] = json.dumps(dict(summary, log_dir=str(folder / run)))
     for name, text in files.items():
         target = folder / name
         if not target.exists():

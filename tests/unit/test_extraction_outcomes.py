@@ -21,19 +21,22 @@ def _row(number: int, status=ExtractionStatus.OK, log_dir: str = "") -> dict:
 def _runs(log_dir: Path, names=("head-1", "base-1")) -> None:
     for name in names:
         (log_dir / name).mkdir(parents=True)
-        (log_dir / name / "run.json").write_text(json.dumps({"status": "completed", "image": f"img-{name}"}))
+        run = {"status": "completed", "image": f"img-{name}", "log_dir": str(log_dir / name)}
+        (log_dir / name / "run.json").write_text(json.dumps(run))
 
 
 def test_a_kept_outcome_answers_the_same_pr_under_the_same_key_on_another_machine(tmp_path):
     kept, here, there = tmp_path / "kept", tmp_path / "m1" / "pr-7", tmp_path / "m2" / "pr-7"
     _runs(here)
-    assert outcomes.keep(kept, 7, "k1", _row(7, log_dir=str(here)), here)
+    row = _row(7, log_dir=str(here)) | {"error": f"image_build_failed (log: {here / 'head-1'})"}
+    assert outcomes.keep(kept, 7, "k1", row, here)
     record = outcomes.answer(kept, 7, "k1", there)
     assert record is not None and record["backend_fail_to_pass"] == ["t::f2p"]
     assert record["log_dir"] == str(there)  # the machine's own folder, not the first machine's
     assert json.loads((there / resume.RECORD_FILE).read_text()) == record
     assert not (there / resume.PR_KEY_FILE).exists()  # the run take-over's key is the machine's own
-    assert json.loads((there / "base-1" / "run.json").read_text())["image"] == "img-base-1"
+    run = json.loads((there / "base-1" / "run.json").read_text())
+    assert run["image"] == "img-base-1" and run["log_dir"] == str(there / "base-1")
     # what the kept file says of the machine: nothing (it is committed)
     assert str(tmp_path) not in (kept / "pr-7.json").read_text()
     assert outcomes.answer(kept, 7, "another key", tmp_path / "m3") is None
