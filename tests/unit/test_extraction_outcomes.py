@@ -8,6 +8,8 @@ import dataclasses
 import json
 from pathlib import Path
 
+from test_extraction_resume import stand_in_extraction
+
 from tasks_lib.core.constants import ExtractionStatus
 from tasks_lib.curation import extraction, outcomes, plan, resume
 from tasks_lib.sources.record import load_source
@@ -91,18 +93,8 @@ def test_the_season_on_another_machine_runs_only_what_has_no_kept_outcome(tmp_pa
                 raise flow.TransientExtractionError("#3: infra_error: dockerd")
             return _row(self.number, log_dir=str(self.log_dir))
 
-    class Task:
-        def with_options(self, **_):
-            return self
-
-        def submit(self, source_name, repo, number, base, head, deps, hr, br, log_dir, *rest):
-            submitted.append(number)
-            return Future(number, log_dir)
-
     kept = tmp_path / "kept"
-    monkeypatch.setattr(flow, "extract_pr", Task())
-    monkeypatch.setattr(flow, "windowed", lambda items, submit, limit: ((j, submit(j)) for j in items))
-    monkeypatch.setattr(flow.prefect_env, "result_storage", lambda: None)
+    stand_in_extraction(monkeypatch, Future, submitted)
     monkeypatch.setattr(flow.outcomes, "folder", lambda season, source: kept)
     spec = dataclasses.replace(load_season("demo"), keep_outcomes=True)
 

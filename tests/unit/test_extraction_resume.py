@@ -181,17 +181,7 @@ def test_the_season_does_not_run_a_settled_pr_again(tmp_path, monkeypatch):
                 raise flow.TransientExtractionError("#1: timeout: wall")
             return row
 
-    class Task:
-        def with_options(self, **_):
-            return self
-
-        def submit(self, source_name, repo, number, base, head, deps, hr, br, log_dir, *rest):
-            submitted.append(number)
-            return Future(number, log_dir)
-
-    monkeypatch.setattr(flow, "extract_pr", Task())
-    monkeypatch.setattr(flow, "windowed", lambda items, submit, limit: ((j, submit(j)) for j in items))
-    monkeypatch.setattr(flow.prefect_env, "result_storage", lambda: None)
+    stand_in_extraction(monkeypatch, Future, submitted)
     spec = load_season("demo")
     jobs = [plan.ExtractionJob(n, "b", "h", "deps", None, str(tmp_path / f"pr-{n}")) for n in (1, 2)]
 
@@ -205,3 +195,21 @@ def test_the_season_does_not_run_a_settled_pr_again(tmp_path, monkeypatch):
     assert season() == ({1: ExtractionStatus.TIMEOUT, 2: ExtractionStatus.OK}, [2])
     assert season(frozenset({1})) == ({1: ExtractionStatus.TIMEOUT, 2: ExtractionStatus.OK}, [1, 2])
     assert not (tmp_path / "pr-1" / resume.SETTLED_FILE).exists()  # refreshed: no key, nothing settled
+
+
+def stand_in_extraction(monkeypatch, future, submitted: list[int]) -> None:
+    """The season flow's extraction task replaced: each submit records its PR in `submitted` and returns
+    `future(number, log_dir)`; jobs run one by one; no result storage."""
+    from flows import curation as flow
+
+    class Task:
+        def with_options(self, **_):
+            return self
+
+        def submit(self, source_name, repo, number, base, head, deps, hr, br, log_dir, *rest):
+            submitted.append(number)
+            return future(number, log_dir)
+
+    monkeypatch.setattr(flow, "extract_pr", Task())
+    monkeypatch.setattr(flow, "windowed", lambda items, submit, limit: ((j, submit(j)) for j in items))
+    monkeypatch.setattr(flow.prefect_env, "result_storage", lambda: None)
