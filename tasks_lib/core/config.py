@@ -6,12 +6,24 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tasks_lib.core.errors import InputError
+
 _HOST_CA_CANDIDATES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
 
 
 def _env(name: str, default: str | None = None) -> str | None:
     value = os.environ.get(name)
     return value if value not in (None, "") else default
+
+
+def _float(name: str, default: float) -> float:
+    value = _env(name)
+    if value is None:
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise InputError(f"{name}: {value!r} is not a number") from None
 
 
 @dataclass(frozen=True)
@@ -33,6 +45,9 @@ class Settings:
     cpus: float
     docker_timeout_s: int
     service_ready_timeout_s: int
+    # A build starts only with this much free on a local engine's data root (tasks_lib/images/disk.py); 0: never
+    # refused (a build that fills the disk is still the host's failure, not the commit's).
+    min_free_gb: float = 3.0
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -54,4 +69,5 @@ class Settings:
             cpus=float(_env("PBENCH_CPUS", "1.5")),
             docker_timeout_s=int(_env("PBENCH_DOCKER_TIMEOUT", "300")),
             service_ready_timeout_s=int(_env("PBENCH_SERVICE_READY_TIMEOUT", "90")),
+            min_free_gb=_float("PBENCH_MIN_FREE_GB", 3.0),
         )

@@ -20,7 +20,7 @@ from pathlib import Path
 from tasks_lib.core import docker_client, paths, stopping
 from tasks_lib.core.config import Settings
 from tasks_lib.core.errors import ImageBuildError, InfraError, InputError
-from tasks_lib.images import registry
+from tasks_lib.images import disk, registry
 
 # What an environment image is made of lives in tasks_lib/images/envspecs.py; re-exported here, where images are built.
 from tasks_lib.images.envspecs import (  # noqa: F401
@@ -119,10 +119,13 @@ def _build(
     network_mode=None,
     labels: Mapping[str, str] | None = None,
 ) -> str:
-    """Legacy-builder build with the log kept on disk; raises ImageBuildError naming the log."""
+    """Legacy-builder build with the log kept on disk; raises ImageBuildError naming the log, or InfraError
+    when the daemon went away or its disk filled up (tasks_lib/images/disk.py): the host's failure."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     image_id = None
     error = None
+    infra = False
+    disk_full = False
     with open(log_path, "w") as fh:
         fh.write(f"# build {tag} key={key} at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
         try:
@@ -145,15 +148,20 @@ def _build(
                 if "stream" in chunk:
                     fh.write(chunk["stream"])
                     fh.flush()  # an operator (or a test) tails the log while it builds
+                    disk_full = disk_full or disk.says_disk_full(chunk["stream"])
                 if "error" in chunk:
                     error = chunk["error"]
                     fh.write(f"ERROR: {error}\n")
+                    disk_full = disk_full or disk.says_disk_full(str(error))
                 aux = chunk.get("aux") or {}
                 if "ID" in aux:
                     image_id = aux["ID"]
-        except Exception as exc:  # the daemon died or refused: still a build failure with a log
-            error = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # the daemon died or refused mid-build: the host's, whatever the recipe
+            error, infra = f"{type(exc).__name__}: {exc}", True
             fh.write(f"ERROR: {error}\n")
+    if error and (infra or disk_full):
+        why = "the engine's disk is full" if disk_full or disk.says_disk_full(error) else "the engine failed"
+        raise InfraError(f"building {tag} failed, {why}: {error}", log_path=log_path)
     if error or not image_id:
         raise ImageBuildError(f"building {tag} failed: {error or 'no image id'}", log_path=log_path)
     return image_id
@@ -192,6 +200,7 @@ def _build_keyed(
         pulled = remote and registry.fetch_logged(client, remote, tag, key)
         if pulled:
             return ImageRef(tag, pulled.id, key, built=False, seconds=pulled.seconds, pulled=True)
+        disk.require_free(client, tag, Settings.from_env().min_free_gb)
         log_path = paths.cache_dir() / "build-logs" / f"{log_name}-{key[:16]}.log"
         start = time.monotonic()
         with (

@@ -11,7 +11,7 @@ import requests
 
 from tasks_lib import engine
 from tasks_lib.core.constants import Outcome, RunStatus, Status
-from tasks_lib.core.errors import ImageBuildError
+from tasks_lib.core.errors import ImageBuildError, InfraError
 from tasks_lib.images import build as images
 from tasks_lib.judge import evaluation
 from tasks_lib.judge.predictions import Prediction, PredictionFormat
@@ -54,19 +54,87 @@ class _FullDiskClient:
 
 
 @pytest.mark.parametrize("shape", ["stream_error", "build_error", "api_error"])
-def test_full_disk_build_is_an_image_build_error_with_its_log_and_tags_nothing(shape):
+def test_full_disk_build_is_infrastructure_with_its_log_and_tags_nothing(shape):
     """ENOSPC in the build stream, as a BuildError mid-stream, or as the API's 500 on the context upload:
-    always ImageBuildError (graded image_build_failed, an infrastructure status) naming a build log that
-    holds the daemon's message, and nothing is tagged."""
+    always InfraError (the host's failure: an extraction retries it and never keeps it as the PR's outcome,
+    a verdict is image_build_failed with the harness to blame), never ImageBuildError (which a season keeps
+    as the commit's), naming a build log that holds the daemon's message, and nothing is tagged."""
     client = _FullDiskClient(shape)
-    with pytest.raises(ImageBuildError) as err:
+    with pytest.raises(InfraError) as err:
         images._build_keyed(
             client, "pbench/env-demo-backend", "f" * 64, {"Dockerfile": b"FROM scratch\n"}, {}, "env-fault"
         )
+    assert not isinstance(err.value, ImageBuildError)
     assert "no space left on device" in str(err.value)
     with open(err.value.log_path) as fh:
         assert "no space left on device" in fh.read()
     assert client.api.tagged == []
+
+
+class _RecipeFailsAPI(_FullDiskAPI):
+    """A RUN step of the recipe exits non-zero (a lock that does not install): the commit's failure."""
+
+    def build(self, **kwargs):
+        def stream():
+            yield {"stream": "Step 8/9 : RUN sh -eu /pbench/install.sh\n"}
+            yield {"stream": "error: Failed to parse `uv.lock`\n"}
+            yield {"error": "The command '/bin/sh -c sh -eu /pbench/install.sh' returned a non-zero code: 2"}
+
+        return stream()
+
+
+def test_a_recipe_that_fails_is_still_the_commits_image_build_error():
+    client = _FullDiskClient("stream_error")
+    client.api = _RecipeFailsAPI("stream_error")
+    with pytest.raises(ImageBuildError) as err:
+        images._build_keyed(
+            client, "pbench/env-demo-backend", "e" * 64, {"Dockerfile": b"FROM scratch\n"}, {}, "env-fault"
+        )
+    assert "returned a non-zero code: 2" in str(err.value)
+
+
+class _InfoClient(_FullDiskClient):
+    def __init__(self, root):
+        super().__init__("stream_error")
+        self.root = root
+        self.api.build = self._never
+
+    def info(self):
+        return {"DockerRootDir": str(self.root)}
+
+    def _never(self, **kwargs):
+        raise AssertionError("no build may start on a disk under PBENCH_MIN_FREE_GB")
+
+
+def _build_on(root):
+    return images._build_keyed(
+        _InfoClient(root), "pbench/env-demo-backend", "d" * 64, {"Dockerfile": b"FROM scratch\n"}, {}, "x"
+    )
+
+
+def test_a_build_is_refused_before_it_starts_when_the_engine_disk_is_short(tmp_path, monkeypatch):
+    """The engine's data root has less free than PBENCH_MIN_FREE_GB: InfraError naming the folder, the free
+    space and how to free some, before any build starts; with the threshold met (or 0) the build goes on."""
+    import shutil
+
+    free_gb = shutil.disk_usage(tmp_path).free / 2**30
+    monkeypatch.setenv("PBENCH_MIN_FREE_GB", str(free_gb * 4 + 1))
+    with pytest.raises(InfraError) as err:
+        _build_on(tmp_path)
+    assert str(tmp_path) in str(err.value) and "PBENCH_MIN_FREE_GB" in str(err.value)
+    assert "pbench images prune" in str(err.value)
+    monkeypatch.setenv("PBENCH_MIN_FREE_GB", "0")
+    with pytest.raises(InfraError, match="no build may start"):  # the build was started
+        _build_on(tmp_path)
+
+
+def test_min_free_gb_that_is_not_a_number_is_named(monkeypatch):
+    from tasks_lib.core.config import Settings
+    from tasks_lib.core.errors import InputError
+
+    monkeypatch.setenv("PBENCH_MIN_FREE_GB", "lots")
+    with pytest.raises(InputError, match="PBENCH_MIN_FREE_GB: 'lots' is not a number"):
+        Settings.from_env()
 
 
 F2P, P2P = "tests/test_items.py::test_new", "tests/test_items.py::test_old"
