@@ -169,11 +169,11 @@ def images_prune(
 
     rows = images.prune_env_images(older_than_days, dry_run)
     for row in rows:
-        typer.echo(
-            f"{'would remove' if dry_run else 'removed'} {', '.join(row['tags'])}  {row['size_mb']} MB  "
-            f"last used {row['last_used']}"
-        )
-    typer.echo(f"{len(rows)} image(s), {sum(r['size_mb'] for r in rows):.0f} MB")
+        done = f"kept ({row['kept']})" if row["kept"] else "would remove" if dry_run else "removed"
+        typer.echo(f"{done} {', '.join(row['tags'])}  {row['size_mb']} MB  last used {row['last_used']}")
+    gone = [r for r in rows if not r["kept"]]
+    kept = f", {len(rows) - len(gone)} kept (in use)" if len(gone) < len(rows) else ""
+    typer.echo(f"{len(gone)} image(s), {sum(r['size_mb'] for r in gone):.0f} MB{kept}")
 
 
 @app.command()

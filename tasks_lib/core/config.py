@@ -16,14 +16,16 @@ def _env(name: str, default: str | None = None) -> str | None:
     return value if value not in (None, "") else default
 
 
-def _float(name: str, default: float) -> float:
+def _number(name: str, default, kind=float):
+    """The setting `name` as `kind` (float or int), or InputError naming it (exit 2)."""
     value = _env(name)
     if value is None:
         return default
     try:
-        return float(value)
+        return kind(value)
     except ValueError:
-        raise InputError(f"{name}: {value!r} is not a number") from None
+        what = "a whole number" if kind is int else "a number"
+        raise InputError(f"{name}: {value!r} is not {what}") from None
 
 
 @dataclass(frozen=True)
@@ -65,9 +67,9 @@ class Settings:
             pip_index_url=_env("PBENCH_PIP_INDEX_URL", _env("PIP_INDEX_URL")),
             npm_registry=_env("PBENCH_NPM_REGISTRY", _env("npm_config_registry")),
             mem_limit=_env("PBENCH_MEM_LIMIT", "4g"),
-            pids_limit=int(_env("PBENCH_PIDS_LIMIT", "2048")),
-            cpus=float(_env("PBENCH_CPUS", "1.5")),
-            docker_timeout_s=int(_env("PBENCH_DOCKER_TIMEOUT", "300")),
-            service_ready_timeout_s=int(_env("PBENCH_SERVICE_READY_TIMEOUT", "90")),
-            min_free_gb=_float("PBENCH_MIN_FREE_GB", 3.0),
+            pids_limit=_number("PBENCH_PIDS_LIMIT", 2048, int),
+            cpus=_number("PBENCH_CPUS", 1.5),
+            docker_timeout_s=_number("PBENCH_DOCKER_TIMEOUT", 300, int),
+            service_ready_timeout_s=_number("PBENCH_SERVICE_READY_TIMEOUT", 90, int),
+            min_free_gb=_number("PBENCH_MIN_FREE_GB", 3.0),
         )

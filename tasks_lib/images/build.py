@@ -125,7 +125,7 @@ def _build(
     image_id = None
     error = None
     infra = False
-    disk_full = False
+    tail = ""  # the build's last output
     with open(log_path, "w") as fh:
         fh.write(f"# build {tag} key={key} at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
         try:
@@ -148,19 +148,20 @@ def _build(
                 if "stream" in chunk:
                     fh.write(chunk["stream"])
                     fh.flush()  # an operator (or a test) tails the log while it builds
-                    disk_full = disk_full or disk.says_disk_full(chunk["stream"])
+                    # The failing step's output is where a full disk shows (apt, uv, npm write ENOSPC there).
+                    tail = (tail + chunk["stream"])[-16384:]
                 if "error" in chunk:
                     error = chunk["error"]
                     fh.write(f"ERROR: {error}\n")
-                    disk_full = disk_full or disk.says_disk_full(str(error))
                 aux = chunk.get("aux") or {}
                 if "ID" in aux:
                     image_id = aux["ID"]
         except Exception as exc:  # the daemon died or refused mid-build: the host's, whatever the recipe
             error, infra = f"{type(exc).__name__}: {exc}", True
             fh.write(f"ERROR: {error}\n")
+    disk_full = bool(error) and disk.says_disk_full(f"{tail}\n{error}")
     if error and (infra or disk_full):
-        why = "the engine's disk is full" if disk_full or disk.says_disk_full(error) else "the engine failed"
+        why = "the engine's disk is full" if disk_full else "the engine failed"
         raise InfraError(f"building {tag} failed, {why}: {error}", log_path=log_path)
     if error or not image_id:
         raise ImageBuildError(f"building {tag} failed: {error or 'no image id'}", log_path=log_path)

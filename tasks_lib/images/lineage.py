@@ -209,12 +209,19 @@ def prune_env_images(older_than_days: float = 30.0, dry_run: bool = False) -> li
 
     "Used" is the image's last tag time or creation, whichever is later; a run that needs a pruned image
     rebuilds it from its lock (same key, same tag), so pruning never changes a verdict, only costs a build.
+    An image a container still holds (a season's run in progress, a container kept for debugging) stays: its
+    row says so in `kept` (`removed` False), and the others are pruned all the same. Rows: every stale image.
     """
     import datetime as dt
 
+    import docker.errors
+
     client = docker_client.get()
     cutoff = dt.datetime.now(dt.UTC) - dt.timedelta(days=older_than_days)
-    removed = []
+    holders: dict[str, list[str]] = {}
+    for container in client.containers.list(all=True):
+        holders.setdefault(container.attrs.get("Image", ""), []).append(container.name)
+    rows = []
     for image in client.images.list(filters={"label": KEY_LABEL}):
         if not any(t.startswith(ENV_REPO_PREFIX + "-") for t in image.tags):
             continue
@@ -229,12 +236,26 @@ def prune_env_images(older_than_days: float = 30.0, dry_run: bool = False) -> li
             "id": image.id,
             "last_used": last.isoformat(timespec="seconds"),
             "size_mb": round(image.attrs.get("Size", 0) / 2**20, 1),
+            "removed": False,
+            "kept": "",
         }
-        if not dry_run:
+        rows.append(row)
+        if image.id in holders:
+            row["kept"] = f"in use by container {', '.join(sorted(holders[image.id]))}"
+            continue
+        if dry_run:
+            continue
+        try:
             for tag in image.tags:
                 client.images.remove(tag, noprune=False)
-        removed.append(row)
-    return removed
+        except docker.errors.APIError as exc:  # a container took it since the listing (409), or it went away
+            if exc.status_code not in (404, 409):
+                raise
+            row["kept"] = f"not removed: {exc.explanation or exc}" if exc.status_code == 409 else ""
+            row["removed"] = exc.status_code == 404
+            continue
+        row["removed"] = True
+    return rows
 
 
 def harness_tags() -> list[str]:

@@ -98,3 +98,42 @@ def test_without_the_stage_image_a_sibling_counts_more_never_less(machine):
     ]
     adds = _adds(image_lineage.image_rows())
     assert adds == {"pbench/env-s-frontend:a": 1600.0, "pbench/env-s-frontend:b": 1500.0}
+
+
+def test_prune_keeps_an_image_a_container_holds(monkeypatch, tmp_path):
+    """`pbench images prune` during a season: the image a run's container holds stays (named in the row), the
+    other stale environment images go, and one a container takes between listing and removal (409) is kept
+    rather than ending the prune."""
+    import docker.errors
+
+    monkeypatch.setenv("PBENCH_CACHE_DIR", str(tmp_path))
+    images = []
+    for name in ("held", "free", "raced"):
+        image = _image((name,), 1000, f"pbench/env-s-backend:{name}", side="backend")
+        image.id = f"sha256:{name}"
+        images.append(image)
+    removed: list[str] = []
+
+    def remove(tag, noprune=False):
+        if tag.endswith(":raced"):
+            raise docker.errors.APIError(
+                "conflict", response=SimpleNamespace(status_code=409), explanation="in use"
+            )
+        removed.append(tag)
+
+    client = SimpleNamespace(
+        images=SimpleNamespace(list=lambda filters=None: images, remove=remove),
+        containers=SimpleNamespace(
+            list=lambda all=False: [SimpleNamespace(name="pbench-abc-tests", attrs={"Image": "sha256:held"})]
+        ),
+    )
+    monkeypatch.setattr(docker_client, "get", lambda: client)
+    rows = {r["tags"][0].split(":")[1]: r for r in image_lineage.prune_env_images(older_than_days=0)}
+    assert removed == ["pbench/env-s-backend:free"]
+    assert rows["free"]["removed"] and not rows["free"]["kept"]
+    assert not rows["held"]["removed"] and "pbench-abc-tests" in rows["held"]["kept"]
+    assert not rows["raced"]["removed"] and "in use" in rows["raced"]["kept"]
+    # A dry run lists the same images, and removes none.
+    removed.clear()
+    dry = image_lineage.prune_env_images(older_than_days=0, dry_run=True)
+    assert not removed and len(dry) == 3 and not any(r["removed"] for r in dry)

@@ -34,6 +34,14 @@ class _FullDiskAPI:
             yield {"stream": "Step 1/9 : ARG BASE\n"}
             if self.shape == "build_error":
                 raise docker.errors.BuildError(ENOSPC, build_log=[{"error": ENOSPC}])
+            if (
+                self.shape == "step_output"
+            ):  # a RUN step's own write fails; the error names only its exit code
+                yield {"stream": "E: Write error - write (28: No space left on device)\n"}
+                yield {"stream": "E: IO Error saving source cache\n"}
+                failed = "The command '/bin/sh -c apt-get install -y chromium' returned a non-zero code: 100"
+                yield {"errorDetail": {"message": failed}, "error": failed}
+                return
             yield {"errorDetail": {"message": ENOSPC}, "error": ENOSPC}
 
         return stream()
@@ -53,9 +61,10 @@ class _FullDiskClient:
         self.images = _Images()
 
 
-@pytest.mark.parametrize("shape", ["stream_error", "build_error", "api_error"])
+@pytest.mark.parametrize("shape", ["stream_error", "build_error", "api_error", "step_output"])
 def test_full_disk_build_is_infrastructure_with_its_log_and_tags_nothing(shape):
-    """ENOSPC in the build stream, as a BuildError mid-stream, or as the API's 500 on the context upload:
+    """ENOSPC in the build stream, as a BuildError mid-stream, as the API's 500 on the context upload, or in
+    the output of the RUN step that failed (its error names only the exit code):
     always InfraError (the host's failure: an extraction retries it and never keeps it as the PR's outcome,
     a verdict is image_build_failed with the harness to blame), never ImageBuildError (which a season keeps
     as the commit's), naming a build log that holds the daemon's message, and nothing is tagged."""
@@ -65,9 +74,9 @@ def test_full_disk_build_is_infrastructure_with_its_log_and_tags_nothing(shape):
             client, "pbench/env-demo-backend", "f" * 64, {"Dockerfile": b"FROM scratch\n"}, {}, "env-fault"
         )
     assert not isinstance(err.value, ImageBuildError)
-    assert "no space left on device" in str(err.value)
+    assert "the engine's disk is full" in str(err.value)
     with open(err.value.log_path) as fh:
-        assert "no space left on device" in fh.read()
+        assert "no space left on device" in fh.read().lower()
     assert client.api.tagged == []
 
 
@@ -128,12 +137,24 @@ def test_a_build_is_refused_before_it_starts_when_the_engine_disk_is_short(tmp_p
         _build_on(tmp_path)
 
 
-def test_min_free_gb_that_is_not_a_number_is_named(monkeypatch):
+@pytest.mark.parametrize(
+    ("name", "value", "what"),
+    [
+        ("PBENCH_MIN_FREE_GB", "lots", "a number"),
+        ("PBENCH_CPUS", "two", "a number"),
+        ("PBENCH_PIDS_LIMIT", "1.5", "a whole number"),
+        ("PBENCH_DOCKER_TIMEOUT", "5m", "a whole number"),
+        ("PBENCH_SERVICE_READY_TIMEOUT", "soon", "a whole number"),
+    ],
+)
+def test_a_numeric_setting_that_is_not_a_number_is_named(monkeypatch, name, value, what):
+    """A bad number in the environment is the operator's input (InputError, exit 2) naming the setting, never
+    a ValueError traceback from the middle of a season."""
     from tasks_lib.core.config import Settings
     from tasks_lib.core.errors import InputError
 
-    monkeypatch.setenv("PBENCH_MIN_FREE_GB", "lots")
-    with pytest.raises(InputError, match="PBENCH_MIN_FREE_GB: 'lots' is not a number"):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(InputError, match=f"{name}: '{value}' is not {what}$"):
         Settings.from_env()
 
 
