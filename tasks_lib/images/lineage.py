@@ -248,11 +248,12 @@ def prune_env_images(older_than_days: float = 30.0, dry_run: bool = False) -> li
         try:
             for tag in image.tags:
                 client.images.remove(tag, noprune=False)
-        except docker.errors.APIError as exc:  # a container took it since the listing (409), or it went away
-            if exc.status_code not in (404, 409):
+        except docker.errors.NotFound:  # another prune took it first: gone all the same
+            pass
+        except docker.errors.APIError as exc:  # 409: a container took it since the listing
+            if exc.status_code != 409:
                 raise
-            row["kept"] = f"not removed: {exc.explanation or exc}" if exc.status_code == 409 else ""
-            row["removed"] = exc.status_code == 404
+            row["kept"] = f"not removed: {exc.explanation or exc}"
             continue
         row["removed"] = True
     return rows

@@ -102,13 +102,13 @@ def test_without_the_stage_image_a_sibling_counts_more_never_less(machine):
 
 def test_prune_keeps_an_image_a_container_holds(monkeypatch, tmp_path):
     """`pbench images prune` during a season: the image a run's container holds stays (named in the row), the
-    other stale environment images go, and one a container takes between listing and removal (409) is kept
-    rather than ending the prune."""
+    other stale environment images go, one a container takes between listing and removal (409) is kept rather
+    than ending the prune, and one another prune removed first (404) counts as gone."""
     import docker.errors
 
     monkeypatch.setenv("PBENCH_CACHE_DIR", str(tmp_path))
     images = []
-    for name in ("held", "free", "raced"):
+    for name in ("held", "free", "raced", "gone"):
         image = _image((name,), 1000, f"pbench/env-s-backend:{name}", side="backend")
         image.id = f"sha256:{name}"
         images.append(image)
@@ -119,6 +119,8 @@ def test_prune_keeps_an_image_a_container_holds(monkeypatch, tmp_path):
             raise docker.errors.APIError(
                 "conflict", response=SimpleNamespace(status_code=409), explanation="in use"
             )
+        if tag.endswith(":gone"):
+            raise docker.errors.ImageNotFound("no such image", response=SimpleNamespace(status_code=404))
         removed.append(tag)
 
     client = SimpleNamespace(
@@ -133,7 +135,8 @@ def test_prune_keeps_an_image_a_container_holds(monkeypatch, tmp_path):
     assert rows["free"]["removed"] and not rows["free"]["kept"]
     assert not rows["held"]["removed"] and "pbench-abc-tests" in rows["held"]["kept"]
     assert not rows["raced"]["removed"] and "in use" in rows["raced"]["kept"]
+    assert rows["gone"]["removed"] and not rows["gone"]["kept"]
     # A dry run lists the same images, and removes none.
     removed.clear()
     dry = image_lineage.prune_env_images(older_than_days=0, dry_run=True)
-    assert not removed and len(dry) == 3 and not any(r["removed"] for r in dry)
+    assert not removed and len(dry) == 4 and not any(r["removed"] for r in dry)

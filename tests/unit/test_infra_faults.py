@@ -34,9 +34,8 @@ class _FullDiskAPI:
             yield {"stream": "Step 1/9 : ARG BASE\n"}
             if self.shape == "build_error":
                 raise docker.errors.BuildError(ENOSPC, build_log=[{"error": ENOSPC}])
-            if (
-                self.shape == "step_output"
-            ):  # a RUN step's own write fails; the error names only its exit code
+            # A RUN step's own write fails; the error names only the step's exit code.
+            if self.shape == "step_output":
                 yield {"stream": "E: Write error - write (28: No space left on device)\n"}
                 yield {"stream": "E: IO Error saving source cache\n"}
                 failed = "The command '/bin/sh -c apt-get install -y chromium' returned a non-zero code: 100"
